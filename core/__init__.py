@@ -1,0 +1,25 @@
+"""gnnstore: a database-backed remote backend for PyTorch Geometric.
+
+Import the room you need: ``gnnstore.stores`` (PyG stores over Kùzu, Neo4j and RocksDB),
+``gnnstore.ingest``, ``gnnstore.backend`` (the gRPC service) and ``gnnstore.client``.
+"""
+from gnnstore.proto.errors import (
+    GnnStoreError,
+    InvalidRequestError,
+    MalformedFileError,
+    NotFoundError,
+    PreconditionError,
+    ServerUnavailableError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GnnStoreError",
+    "InvalidRequestError",
+    "MalformedFileError",
+    "NotFoundError",
+    "PreconditionError",
+    "ServerUnavailableError",
+    "__version__",
+]

@@ -1,0 +1,1 @@
+"""The wire contract: ``.proto`` files, generated stubs, the tensor codec and the error table."""

@@ -1,0 +1,68 @@
+"""gnnstore's error family, shared by server and client.
+
+Each class derives from the built-in exception a PyG user already catches and carries the
+gRPC status the server answers with. The client maps a status back through the closed
+``ERRORS_BY_NAME`` table, never by importing a class the server names.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import grpc
+
+
+class GnnStoreError(Exception):
+    """Base of every error gnnstore raises on purpose."""
+
+    status: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
+
+
+class InvalidRequestError(GnnStoreError, ValueError):
+    """Bad input: wrong dtype or shape, ids out of range, absurd options."""
+
+    status = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class MalformedFileError(InvalidRequestError):
+    """An input file that cannot be read as declared; the message names file, line and column."""
+
+
+class NotFoundError(GnnStoreError, KeyError):
+    """An unknown node type, edge type, attribute or external key."""
+
+    status = grpc.StatusCode.NOT_FOUND
+    __str__ = Exception.__str__  # KeyError would print the message in quotes
+
+
+class PreconditionError(GnnStoreError, RuntimeError):
+    """The store is not in a state to answer: missing or corrupt data directory, locked, stale."""
+
+    status = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class ServerUnavailableError(GnnStoreError, ConnectionError):
+    """The server cannot be reached, or did not answer within the call's deadline."""
+
+    status = grpc.StatusCode.UNAVAILABLE
+
+
+ERRORS_BY_NAME: dict[str, type[GnnStoreError]] = {
+    cls.__name__: cls
+    for cls in (
+        GnnStoreError,
+        InvalidRequestError,
+        MalformedFileError,
+        NotFoundError,
+        PreconditionError,
+        ServerUnavailableError,
+    )
+}
+
+ERRORS_BY_STATUS: dict[grpc.StatusCode, type[GnnStoreError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
+    grpc.StatusCode.OUT_OF_RANGE: InvalidRequestError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.FAILED_PRECONDITION: PreconditionError,
+    grpc.StatusCode.UNAVAILABLE: ServerUnavailableError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: ServerUnavailableError,
+}
