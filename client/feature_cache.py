@@ -1,0 +1,380 @@
+"""A byte-bounded cache of feature rows by (node type, attr, global id), in front of the server.
+
+The cache is a decorator with the row source's ``read(ids)`` interface: ``read`` answers what it
+holds and calls ``fetch_missing`` once with only the distinct missing ids. The byte budget is
+shared by every (node type, attr) the cache is built with: each gets the same fraction of its
+rows, so a budget of 20% of the feature bytes caches 20% of every attribute. A slot's rows live
+in one tensor on ``device`` (a GPU for a CUDA-resident cache); ids, positions and the eviction
+metadata live in numpy arrays on the host, and every step is a vectorised batch operation.
+
+Policies, by name: ``static`` (a hot set given once by ``warm``, never evicted), ``lru`` and
+``sieve`` (dynamic), and ``static+lru`` / ``static+sieve`` (both tiers; a hit in either is
+one lookup, the static tier is filled by ``warm`` and the dynamic tier by misses).
+
+Counters count distinct ids per call: ``hits``, ``misses``, ``static_hits``, ``dynamic_hits``
+since creation, and per epoch through ``start_epoch()`` / ``stats()``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gnnstore.client.cache_policy import EVICTION_POLICIES, EvictionPolicy
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+
+logger = logging.getLogger(__name__)
+
+STATIC = "static"
+POLICY_NAMES = (STATIC, *EVICTION_POLICIES, *(f"{STATIC}+{n}" for n in EVICTION_POLICIES))
+
+FetchMissing = Callable[[Tensor], Tensor]
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Hits and misses (distinct ids per call) over one window, per tier."""
+
+    hits: int = 0
+    misses: int = 0
+    static_hits: int = 0
+    dynamic_hits: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """Hits over lookups; 0.0 before the first lookup."""
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    @property
+    def miss_rate(self) -> float:
+        """Misses over lookups; 0.0 before the first lookup."""
+        total = self.hits + self.misses
+        return self.misses / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class CachedAttr:
+    """One cached (node type, attr): its dtype and full shape ``[num_nodes, *row]``."""
+
+    group_name: Any
+    attr_name: str
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        dtype = getattr(torch, self.dtype) if isinstance(self.dtype, str) else self.dtype
+        if not isinstance(dtype, torch.dtype) or len(self.shape) < 1:
+            raise InvalidRequestError(
+                f"cached attr ({self.group_name!r}, {self.attr_name!r}) needs a torch dtype and "
+                f"a shape [num_nodes, *row]; got dtype={self.dtype!r} shape={self.shape!r}"
+            )
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one row."""
+        return int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+
+
+class _Slot:
+    """Rows and maps of one (node type, attr): positions ``[0, static_rows)`` are the hot set."""
+
+    def __init__(
+        self,
+        spec: CachedAttr,
+        static_rows: int,
+        dynamic_rows: int,
+        policy: type[EvictionPolicy] | None,
+        device: torch.device,
+    ) -> None:
+        self.spec, self.static_rows = spec, static_rows
+        self.capacity = static_rows + dynamic_rows
+        self.storage = torch.empty((self.capacity, *spec.shape[1:]), dtype=spec.dtype, device=device)
+        self.policy = policy(static_rows, dynamic_rows) if policy and dynamic_rows else None
+        self.id2pos = np.full(spec.shape[0], -1, dtype=np.int64)
+        self.pos2id = np.full(self.capacity, -1, dtype=np.int64)
+
+    def ensure(self, max_id: int) -> None:
+        """Grow the id map to cover ``max_id`` (nodes added after the cache was built)."""
+        if max_id >= self.id2pos.shape[0]:
+            grown = np.full(max(max_id + 1, 2 * self.id2pos.shape[0]), -1, dtype=np.int64)
+            grown[: self.id2pos.shape[0]] = self.id2pos
+            self.id2pos = grown
+
+    def clear(self) -> None:
+        """Drop every row of both tiers."""
+        self.id2pos.fill(-1)
+        self.pos2id.fill(-1)
+        if self.policy is not None:
+            self.policy.clear()
+
+
+class FeatureCache:
+    """Feature rows by (node type, attr, global id), bounded by ``capacity_bytes`` of row storage.
+
+    Args:
+        capacity_bytes: bytes of row storage shared by all attrs; the id maps add 8 bytes per
+            node id (``index_bytes``).
+        attrs: the (node type, attr) pairs to cache, e.g. the server's tensor schema; any
+            objects with ``group_name``, ``attr_name``, ``dtype`` and ``shape`` do.
+        policy: one of ``POLICY_NAMES`` (default ``static+sieve``).
+        static_fraction: share of each slot given to the static tier by ``static+*`` policies.
+        device: where rows are kept and returned (a CUDA device for a GPU-resident cache).
+    """
+
+    def __init__(
+        self,
+        capacity_bytes: int,
+        attrs: Iterable[Any],
+        *,
+        policy: str = "static+sieve",
+        static_fraction: float = 0.5,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if policy not in POLICY_NAMES:
+            raise InvalidRequestError(f"unknown cache policy {policy!r}; choose one of {POLICY_NAMES}")
+        if capacity_bytes < 0 or not 0.0 <= static_fraction <= 1.0:
+            raise InvalidRequestError(
+                f"capacity_bytes must be >= 0 and static_fraction in [0, 1]; "
+                f"got {capacity_bytes!r} and {static_fraction!r}"
+            )
+        specs = [CachedAttr(a.group_name, a.attr_name, a.dtype, tuple(a.shape)) for a in attrs]
+        self.capacity_bytes, self.policy, self.device = int(capacity_bytes), policy, torch.device(device)
+        total = sum(s.shape[0] * s.row_bytes for s in specs)
+        parts = policy.split("+")
+        dynamic = EVICTION_POLICIES.get(parts[-1])
+        static_share = 1.0 if dynamic is None else (static_fraction if STATIC in parts else 0.0)
+        self._slots: dict[tuple[Any, str], _Slot] = {}
+        for spec in specs:
+            # Every slot caches the same fraction of its rows; integer division keeps the sum
+            # of the slots' bytes within capacity_bytes.
+            rows = min(spec.shape[0], self.capacity_bytes * spec.shape[0] // total) if total else 0
+            static_rows = int(rows * static_share)
+            self._slots[(spec.group_name, spec.attr_name)] = _Slot(
+                spec, static_rows, rows - static_rows, dynamic, self.device
+            )
+        self.hits = self.misses = self.static_hits = self.dynamic_hits = 0
+        self._epoch_start = CacheStats()
+        self._lock = threading.Lock()
+        logger.info(
+            "feature cache: policy %s, %d of %d bytes of rows on %s",
+            policy, self.nbytes, total, self.device,
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of row storage allocated (never more than ``capacity_bytes``)."""
+        return sum(s.capacity * s.spec.row_bytes for s in self._slots.values())
+
+    @property
+    def index_bytes(self) -> int:
+        """Host bytes of the id maps."""
+        return sum(s.id2pos.nbytes + s.pos2id.nbytes for s in self._slots.values())
+
+    @property
+    def miss_rate(self) -> float:
+        """Misses over lookups since the cache was created."""
+        return self.total().miss_rate
+
+    def total(self) -> CacheStats:
+        """Counters since the cache was created."""
+        return CacheStats(self.hits, self.misses, self.static_hits, self.dynamic_hits)
+
+    def start_epoch(self) -> CacheStats:
+        """Start a new epoch window; return the window that just ended."""
+        ended = self.stats()
+        self._epoch_start = self.total()
+        return ended
+
+    def stats(self) -> CacheStats:
+        """Counters of the current epoch (since the last ``start_epoch``)."""
+        now, start = self.total(), self._epoch_start
+        return CacheStats(
+            now.hits - start.hits,
+            now.misses - start.misses,
+            now.static_hits - start.static_hits,
+            now.dynamic_hits - start.dynamic_hits,
+        )
+
+    def read(self, group_name: Any, attr_name: str, ids: Tensor, fetch_missing: FetchMissing) -> Tensor:
+        """Rows of ``ids`` (global) in request order, duplicates kept, on the cache's device.
+
+        ``fetch_missing`` is called at most once, with the distinct missing ids (int64, CPU,
+        ascending), and must return their rows in that order.
+
+        Raises:
+            InvalidRequestError: negative ids, or fetched rows of the wrong dtype or shape.
+            NotFoundError: the (node type, attr) is not cached.
+        """
+        slot = self._slot(group_name, attr_name)
+        uniq, inverse = np.unique(self._check_ids(slot, ids), return_inverse=True)
+        with self._lock:
+            pos_u = self._find(slot, uniq)
+            pos = pos_u[inverse]
+            if (pos_u >= 0).all():
+                return slot.storage.index_select(0, self._on_device(pos))
+            out = torch.empty((pos.shape[0], *slot.spec.shape[1:]), dtype=slot.spec.dtype, device=self.device)
+            at = np.flatnonzero(pos >= 0)
+            if at.size:
+                out.index_copy_(0, self._on_device(at), slot.storage.index_select(0, self._on_device(pos[at])))
+        miss_u = pos_u < 0
+        missing = uniq[miss_u]
+        rows = self._check_rows(slot, missing, fetch_missing(torch.from_numpy(missing))).to(self.device)
+        at = np.flatnonzero(pos < 0)
+        rank = np.cumsum(miss_u) - 1  # index of each distinct missing id in ``rows``
+        out.index_copy_(0, self._on_device(at), rows.index_select(0, self._on_device(rank[inverse[at]])))
+        with self._lock:
+            self._store(slot, missing, rows)
+        return out
+
+    def lookup(self, group_name: Any, attr_name: str, ids: Tensor) -> tuple[Tensor, Tensor]:
+        """Split ``ids`` (global) into hits and misses.
+
+        Returns:
+            ``(rows, hit_mask)``: ``hit_mask[i]`` says whether ``ids[i]`` is cached, and
+            ``rows`` holds the rows of ``ids[hit_mask]`` in that order, on the cache's device.
+        """
+        slot = self._slot(group_name, attr_name)
+        uniq, inverse = np.unique(self._check_ids(slot, ids), return_inverse=True)
+        with self._lock:
+            pos = self._find(slot, uniq)[inverse]
+            hit = pos >= 0
+            rows = slot.storage.index_select(0, self._on_device(pos[hit]))
+        return rows, torch.from_numpy(hit)
+
+    def insert(self, group_name: Any, attr_name: str, ids: Tensor | np.ndarray, rows: Tensor) -> int:
+        """Offer rows of ``ids`` (global) to the dynamic tier; return how many were stored.
+
+        Resident ids get their row overwritten; new ids are admitted up to the tier's capacity
+        (the rest are dropped, never waited for), evicting by the policy.
+        """
+        slot = self._slot(group_name, attr_name)
+        ids = self._check_ids(slot, ids)
+        rows = self._check_rows(slot, ids, rows).to(self.device)
+        uniq, first = np.unique(ids, return_index=True)
+        if uniq.shape[0] != ids.shape[0] or not (first == np.arange(first.shape[0])).all():
+            rows = rows.index_select(0, self._on_device(first))
+        with self._lock:
+            return self._store(slot, uniq, rows)
+
+    def warm(self, group_name: Any, attr_name: str, ids: Tensor | np.ndarray, rows: Tensor) -> int:
+        """Empty the slot and fill its static tier with ``ids`` (global, hottest first).
+
+        Ids beyond the static tier's capacity are dropped. Under a policy without a static
+        tier the rows go to the dynamic tier instead. Returns how many rows were stored.
+        """
+        slot = self._slot(group_name, attr_name)
+        ids = self._check_ids(slot, ids)
+        rows = self._check_rows(slot, ids, rows)
+        with self._lock:
+            slot.clear()
+        if slot.static_rows == 0:
+            return self.insert(group_name, attr_name, ids, rows)
+        _, first = np.unique(ids, return_index=True)
+        keep = np.sort(first)[: slot.static_rows]  # distinct ids in the caller's order
+        with self._lock:
+            slot.ensure(int(ids[keep].max(initial=0)))
+            positions = np.arange(keep.shape[0])
+            slot.pos2id[positions] = ids[keep]
+            slot.id2pos[ids[keep]] = positions
+            slot.storage[: keep.shape[0]] = rows[torch.from_numpy(keep)].to(self.device)
+        logger.info("feature cache: warmed (%r, %r) with %d rows", group_name, attr_name, keep.shape[0])
+        return int(keep.shape[0])
+
+    def clear(self) -> None:
+        """Drop every cached row (e.g. after the server's feature version changed)."""
+        with self._lock:
+            for slot in self._slots.values():
+                slot.clear()
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _store(self, slot: _Slot, uniq: np.ndarray, rows: Tensor) -> int:
+        """Write rows of distinct ascending ids (rows on the device, aligned); hold the lock."""
+        if not uniq.size:
+            return 0
+        slot.ensure(int(uniq[-1]))
+        pos = slot.id2pos[uniq]
+        at = np.flatnonzero(pos >= 0)
+        if at.size:  # resident: refresh the row in place
+            slot.storage.index_copy_(0, self._on_device(pos[at]), rows.index_select(0, self._on_device(at)))
+        if slot.policy is None:
+            return int(at.size)
+        at_new = np.flatnonzero(pos < 0)[: slot.policy.capacity]
+        new = uniq[at_new]
+        slot.policy.admit(new, slot.id2pos, slot.pos2id)
+        kept = slot.id2pos[new] >= 0  # in a full tier a late id may evict an early one
+        src = rows if at_new.size == uniq.size and kept.all() else rows.index_select(
+            0, self._on_device(at_new[kept])
+        )
+        slot.storage.index_copy_(0, self._on_device(slot.id2pos[new[kept]]), src)
+        return int(at.size + kept.sum())
+
+    def _find(self, slot: _Slot, uniq: np.ndarray) -> np.ndarray:
+        """Positions of distinct ascending ids (-1 for a miss); counts and records the hits."""
+        if uniq.size:
+            slot.ensure(int(uniq[-1]))
+        pos = slot.id2pos[uniq]
+        hit = pos >= 0
+        static = int((pos[hit] < slot.static_rows).sum())
+        self.hits += int(hit.sum())
+        self.misses += int(uniq.shape[0] - hit.sum())
+        self.static_hits += static
+        self.dynamic_hits += int(hit.sum()) - static
+        if slot.policy is not None:
+            dyn = pos[pos >= slot.static_rows]
+            if dyn.size:
+                slot.policy.touch(dyn)
+        return pos
+
+    def _slot(self, group_name: Any, attr_name: str) -> _Slot:
+        slot = self._slots.get((group_name, attr_name))
+        if slot is None:
+            raise NotFoundError(
+                f"feature cache holds no attr {attr_name!r} of node type {group_name!r} "
+                f"(has: {sorted(self._slots, key=repr)})"
+            )
+        return slot
+
+    def _check_ids(self, slot: _Slot, ids: Tensor | np.ndarray) -> np.ndarray:
+        """Global ids as a flat int64 host array."""
+        if isinstance(ids, Tensor):
+            if ids.dtype not in (torch.int32, torch.int64):
+                raise InvalidRequestError(
+                    f"ids for ({slot.spec.group_name!r}, {slot.spec.attr_name!r}) must be int32 "
+                    f"or int64; got {ids.dtype}"
+                )
+            ids = ids.detach().cpu().numpy()
+        ids = np.asarray(ids).astype(np.int64, copy=False).reshape(-1)
+        if ids.size and ids.min() < 0:
+            raise InvalidRequestError(
+                f"negative id {int(ids.min())} for node type {slot.spec.group_name!r}, "
+                f"attr {slot.spec.attr_name!r}"
+            )
+        return ids
+
+    def _check_rows(self, slot: _Slot, ids: np.ndarray, rows: Tensor) -> Tensor:
+        want = (ids.shape[0], *slot.spec.shape[1:])
+        if not isinstance(rows, Tensor) or rows.dtype != slot.spec.dtype or tuple(rows.shape) != want:
+            got = (getattr(rows, "dtype", type(rows)), tuple(getattr(rows, "shape", ())))
+            raise InvalidRequestError(
+                f"rows for ({slot.spec.group_name!r}, {slot.spec.attr_name!r}) must be "
+                f"{slot.spec.dtype} of shape {want}; got {got[0]} of shape {got[1]}"
+            )
+        return rows
+
+    def _on_device(self, array: np.ndarray) -> Tensor:
+        return torch.from_numpy(array).to(self.device)

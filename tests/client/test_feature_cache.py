@@ -1,0 +1,206 @@
+"""FeatureCache: exact rows under every policy, byte bounds, counters, scan resistance, bad input."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from gnnstore.client.feature_cache import POLICY_NAMES, CachedAttr, FeatureCache
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+
+
+class Source:
+    """The row source behind the cache: a tensor, recording each fetch."""
+
+    def __init__(self, x: torch.Tensor) -> None:
+        self.x, self.calls = x, []
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        self.calls.append(ids.clone())
+        return self.x[ids]
+
+
+def make_cache(x: torch.Tensor, rows: int, policy: str, **kwargs) -> FeatureCache:
+    row_bytes = x[0].numel() * x.element_size()
+    spec = CachedAttr("paper", "x", x.dtype, tuple(x.shape))
+    return FeatureCache(rows * row_bytes, [spec], policy=policy, **kwargs)
+
+
+def random_features(n: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return torch.randn(n, 2, 3, generator=gen).to(dtype)
+    return torch.randint(-(2**40), 2**40, (n, 2, 3), generator=gen, dtype=dtype)
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_rows_are_bit_identical_on_random_streams(policy: str, dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(0)
+    x = random_features(300, dtype, gen)
+    src, cache = Source(x), make_cache(x, 60, policy)
+    cache.warm("paper", "x", torch.arange(100, 0, -1), x[torch.arange(100, 0, -1)])
+    for _ in range(40):
+        ids = torch.randint(0, 300, (int(torch.randint(0, 90, (1,), generator=gen)),), generator=gen)
+        ids = torch.cat([ids, ids[:5]])  # duplicates kept
+        out = cache.read("paper", "x", ids.to(torch.int32), src)
+        assert out.dtype == dtype and torch.equal(out.view(torch.uint8), x[ids].view(torch.uint8))
+    assert cache.nbytes <= cache.capacity_bytes
+    for ids in src.calls:  # only distinct, ascending misses travel
+        assert torch.equal(ids, torch.unique(ids))
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_fetch_gets_only_the_misses_and_residents_stay_within_capacity(policy: str) -> None:
+    x = torch.arange(200, dtype=torch.float32).view(-1, 1)
+    src, cache = Source(x), make_cache(x, 50, policy)
+    cache.warm("paper", "x", torch.arange(50), x[:50])
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        ids = torch.from_numpy(rng.integers(0, 200, 40))
+        _, hit = cache.lookup("paper", "x", ids)
+        src.calls.clear()
+        cache.read("paper", "x", ids, src)
+        expected = torch.unique(ids[~hit])
+        assert (torch.equal(src.calls[0], expected) if len(expected) else src.calls == [])
+        _, resident = cache.lookup("paper", "x", torch.arange(200))
+        assert int(resident.sum()) <= 50
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+@pytest.mark.parametrize("rows", [0, 1, 7])
+def test_a_cache_smaller_than_one_batch_still_answers(policy: str, rows: int) -> None:
+    x = torch.randn(500, 4)
+    src, cache = Source(x), make_cache(x, rows, policy)
+    for start in range(0, 500, 100):
+        ids = torch.arange(start, start + 100).flip(0)
+        assert torch.equal(cache.read("paper", "x", ids, src), x[ids])
+    assert len(src.calls) == 5 and cache.nbytes <= cache.capacity_bytes
+
+
+@pytest.mark.parametrize(
+    ("policy", "resident"), [("lru", [2, 4, 5]), ("sieve", [0, 4, 5])]
+)
+def test_counters_and_contents_on_a_hand_checked_sequence(policy: str, resident: list[int]) -> None:
+    x = torch.arange(10, dtype=torch.float32).view(-1, 1)
+    src, cache = Source(x), make_cache(x, 3, policy)
+    for ids in ([0, 1, 2], [0], [3], [1], [0, 2], [4], [5]):
+        cache.read("paper", "x", torch.tensor(ids), src)
+    assert (cache.hits, cache.misses, cache.dynamic_hits, cache.static_hits) == (2, 8, 2, 0)
+    assert cache.stats().hit_rate == pytest.approx(0.2) and cache.miss_rate == pytest.approx(0.8)
+    rows, hit = cache.lookup("paper", "x", torch.arange(10))
+    assert torch.nonzero(hit).view(-1).tolist() == resident
+    assert torch.equal(rows, x[resident])
+
+
+@pytest.mark.parametrize(("policy", "hot_hits"), [("sieve", 50), ("lru", 0)])
+def test_sieve_keeps_a_hot_set_through_a_one_pass_scan_lru_loses_it(policy: str, hot_hits: int) -> None:
+    x = torch.randn(2000, 1)
+    src, cache = Source(x), make_cache(x, 100, policy)
+    hot = torch.arange(50)
+    cache.read("paper", "x", hot, src)
+    cache.read("paper", "x", hot, src)
+    for start in range(100, 1100, 10):
+        cache.read("paper", "x", torch.arange(start, start + 10), src)
+    cache.start_epoch()
+    cache.read("paper", "x", hot, src)
+    assert cache.stats().hits == hot_hits
+
+
+def test_static_tier_never_evicts_and_is_counted_per_tier() -> None:
+    x = torch.randn(1000, 3)
+    src, cache = Source(x), make_cache(x, 100, "static+sieve", static_fraction=0.5)
+    assert cache.warm("paper", "x", torch.arange(999, 0, -1), x[torch.arange(999, 0, -1)]) == 50
+    for start in range(0, 900, 30):
+        cache.read("paper", "x", torch.arange(start, start + 30), src)
+    cache.start_epoch()
+    cache.read("paper", "x", torch.arange(949, 1000), src)  # 999..950 were warmed
+    stats = cache.stats()
+    assert (stats.static_hits, stats.dynamic_hits, stats.misses) == (50, 0, 1)
+    cache.read("paper", "x", torch.tensor([885, 886]), src)  # the last scanned rows are dynamic
+    assert cache.stats().dynamic_hits == 2
+
+
+def test_epoch_windows_report_and_reset() -> None:
+    x = torch.randn(10, 2)
+    src, cache = Source(x), make_cache(x, 10, "sieve")
+    cache.read("paper", "x", torch.tensor([1, 2, 2]), src)
+    ended = cache.start_epoch()
+    assert (ended.hits, ended.misses) == (0, 2)
+    cache.read("paper", "x", torch.tensor([1, 2, 3]), src)
+    assert (cache.stats().hits, cache.stats().misses, cache.hits, cache.misses) == (2, 1, 2, 3)
+
+
+def test_budget_is_shared_as_one_fraction_of_every_attr() -> None:
+    specs = [
+        CachedAttr("paper", "x", torch.float32, (1000, 16)),
+        CachedAttr("author", "x", torch.float64, (400, 4)),
+        CachedAttr("paper", "y", "int64", (1000,)),
+    ]
+    total = 1000 * 64 + 400 * 32 + 1000 * 8
+    cache = FeatureCache(total // 4, specs, policy="lru")
+    assert cache.nbytes <= total // 4
+    for spec in specs:
+        n = spec.shape[0]
+        x = torch.zeros(spec.shape, dtype=spec.dtype)
+        assert cache.insert(spec.group_name, spec.attr_name, torch.arange(n), x) == n // 4
+
+
+def test_insert_refreshes_resident_rows_and_clear_empties() -> None:
+    x = torch.randn(20, 2)
+    src, cache = Source(x), make_cache(x, 20, "sieve")
+    cache.read("paper", "x", torch.arange(5), src)
+    new = torch.randn(2, 2)
+    assert cache.insert("paper", "x", torch.tensor([3, 3]), new[[1, 1]]) == 1
+    assert torch.equal(cache.read("paper", "x", torch.tensor([3]), src), new[[1]])
+    cache.clear()
+    assert not cache.lookup("paper", "x", torch.arange(20))[1].any()
+
+
+def test_ids_beyond_the_schema_grow_the_map() -> None:
+    x = torch.randn(50, 2)
+    src, cache = Source(x), make_cache(x[:10], 5, "lru")
+    assert torch.equal(cache.read("paper", "x", torch.tensor([49, 3]), src), x[[49, 3]])
+    assert cache.lookup("paper", "x", torch.tensor([49]))[1].all()
+
+
+def test_bad_input_is_refused_and_loses_nothing() -> None:
+    x = torch.randn(20, 2)
+    src, cache = Source(x), make_cache(x, 20, "sieve")
+    cache.read("paper", "x", torch.arange(4), src)
+    with pytest.raises(NotFoundError, match="no attr 'y' of node type 'paper'"):
+        cache.read("paper", "y", torch.arange(4), src)
+    with pytest.raises(InvalidRequestError, match="negative id -1 for node type 'paper'"):
+        cache.read("paper", "x", torch.tensor([1, -1]), src)
+    with pytest.raises(InvalidRequestError, match="must be int32 or int64; got torch.float32"):
+        cache.read("paper", "x", torch.tensor([1.0]), src)
+    with pytest.raises(InvalidRequestError, match=r"torch.float32 of shape \(1, 2\); got torch.float64"):
+        cache.read("paper", "x", torch.tensor([9]), lambda ids: x[ids].double())
+    with pytest.raises(InvalidRequestError, match="unknown cache policy 'arc'"):
+        make_cache(x, 4, "arc")
+    rows, hit = cache.lookup("paper", "x", torch.arange(10))
+    assert hit.tolist() == [True] * 4 + [False] * 6 and torch.equal(rows, x[:4])
+
+
+def test_pickled_cache_keeps_rows_and_works() -> None:
+    x = torch.randn(20, 2)
+    src, cache = Source(x), make_cache(x, 20, "static+sieve")
+    cache.warm("paper", "x", torch.arange(5), x[:5])
+    copy = pickle.loads(pickle.dumps(cache))
+    assert torch.equal(copy.read("paper", "x", torch.arange(8), src), x[:8])
+    assert copy.static_hits == 5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; the CPU path runs above")
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_cuda_resident_cache_returns_exact_rows_on_the_gpu(policy: str) -> None:
+    x = torch.randn(1000, 8)
+    src, cache = Source(x), make_cache(x, 200, policy, device="cuda")
+    cache.warm("paper", "x", torch.arange(100), x[:100])
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        ids = torch.from_numpy(rng.integers(0, 1000, 300))
+        out = cache.read("paper", "x", ids, src)
+        assert out.is_cuda and torch.equal(out.cpu(), x[ids])
+    assert cache.hits > 0
