@@ -1,0 +1,169 @@
+"""``SnapshotNeighborSampler``: a PyG ``BaseSampler`` over the in-process sampling engine.
+
+It plugs into ``NodeLoader``, ``LinkLoader``, ``NeighborLoader(neighbor_sampler=...)`` and
+``LinkNeighborLoader(neighbor_sampler=...)``. Metadata, negative sampling and label indices
+come from PyG's own ``node_sample`` / ``edge_sample``, so batches are built exactly as with
+PyG's ``NeighborSampler``: ``n_id`` global, ``edge_index`` and every label index
+(``edge_label_index``, ``src_index``, ``dst_pos_index``, ``dst_neg_index``) **local**, the
+global id of a negative is ``n_id[dst_neg_index]``, and ``e_id`` are the graph store's edge
+ids (``edge_permutation`` is ``None``).
+
+Construction is cheap (validation only): the server builds one per request around a shared
+:class:`SamplingEngine`, which holds every large buffer.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+from torch import Tensor
+from torch.utils.data import get_worker_info
+from torch_geometric.sampler import (
+    BaseSampler,
+    EdgeSamplerInput,
+    HeteroSamplerOutput,
+    NegativeSampling,
+    NodeSamplerInput,
+    NumNeighbors,
+    SamplerOutput,
+)
+from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
+from torch_geometric.typing import NodeType
+
+from gnnstore.backend.sampling_engine import Fanouts, SamplingEngine
+from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+
+__all__ = ["Fanouts", "SamplingEngine", "SnapshotNeighborSampler"]
+
+_GOLDEN = 0x9E3779B97F4A7C15
+_UINT64 = 1 << 64
+
+
+class SnapshotNeighborSampler(BaseSampler):
+    """Uniform neighbour sampling over a topology snapshot, with PyG's ``NeighborSampler`` output.
+
+    Args:
+        engine_or_snapshot: a shared :class:`SamplingEngine`, or a snapshot to build one from.
+        num_neighbors: fanouts per hop (-1 = all neighbours): one list, or a dict edge type →
+            list (every edge type, one length), or PyG's ``NumNeighbors``.
+        replace: sample with replacement.
+        disjoint: each seed gets its own subtree; batches carry ``batch``.
+        seed: makes the sampled batches repeatable: call ``i`` (in each loader worker) uses a
+            stream derived from ``(seed, worker id, i)``. ``None`` draws from torch's global
+            generator, as PyG does, so ``torch.manual_seed`` repeats a run. Negatives are always
+            drawn by PyG from torch's global generator.
+
+    Raises:
+        NotFoundError: a fanout dict names an edge type the graph lacks.
+        InvalidRequestError: fanouts that are not ints >= -1 or lists of different lengths.
+    """
+
+    def __init__(
+        self,
+        engine_or_snapshot: SamplingEngine | TopologySnapshot,
+        num_neighbors: Sequence[int] | Mapping | NumNeighbors,
+        *,
+        replace: bool = False,
+        disjoint: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        if isinstance(engine_or_snapshot, TopologySnapshot):
+            engine_or_snapshot = SamplingEngine(engine_or_snapshot)
+        if not isinstance(engine_or_snapshot, SamplingEngine):
+            raise InvalidRequestError(
+                "SnapshotNeighborSampler needs a SamplingEngine or a TopologySnapshot, got "
+                f"{type(engine_or_snapshot).__name__}"
+            )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise InvalidRequestError(f"seed must be an int or None, got {seed!r}")
+        self.engine = engine_or_snapshot
+        self.fanouts: Fanouts = self.engine.fanouts(num_neighbors)
+        self.replace = bool(replace)
+        self.disjoint = bool(disjoint)
+        self.seed = seed
+        self._calls = itertools.count()
+
+    @property
+    def num_nodes(self) -> int | dict[NodeType, int]:
+        """Node count (homogeneous) or node type → count: the range negatives are drawn from."""
+        return self.engine.num_nodes
+
+    @property
+    def edge_permutation(self) -> None:
+        """``None``: ``edge`` already holds the graph store's edge ids."""
+        return None
+
+    def sample_from_nodes(
+        self, index: NodeSamplerInput, **kwargs: object
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """Sample around the seed nodes of ``index`` (**global** ids); metadata ``(input_id, time)``.
+
+        Raises:
+            NotFoundError: ``index.input_type`` is not a node type of the graph.
+            InvalidRequestError: a seed id out of range, or seed times (temporal sampling).
+        """
+        return node_sample(index, self._sample)
+
+    def sample_from_edges(
+        self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """Sample around the endpoints of seed links (and negatives, uniform over the dense id range).
+
+        Raises:
+            NotFoundError: an endpoint type of ``index.input_type`` is not a node type.
+            InvalidRequestError: an endpoint id out of range, or seed times.
+        """
+        self._check_link_input(index)
+        return edge_sample(index, self._sample, self.num_nodes, self.disjoint, None, neg_sampling)
+
+    def _sample(
+        self, seed: Tensor | dict[NodeType, Tensor], seed_time: object = None, **kwargs: object
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """One engine call: ``node`` global (seeds first), ``row``/``col`` local, ``edge`` e_ids."""
+        if seed_time is not None:
+            raise InvalidRequestError("temporal sampling (seed_time) is not supported")
+        return self.engine.sample(
+            seed,
+            self.fanouts,
+            replace=self.replace,
+            disjoint=self.disjoint,
+            random_seed=self._call_seed(),
+        )
+
+    def _call_seed(self) -> int | None:
+        """The random seed of the next call, or ``None`` to draw it from torch's generator."""
+        if self.seed is None:
+            return None
+        info = get_worker_info()
+        worker = 0 if info is None else info.id + 1
+        call = next(self._calls)
+        return (self.seed * _GOLDEN + worker * (_GOLDEN >> 7) + call) % _UINT64
+
+    def _check_link_input(self, index: EdgeSamplerInput) -> None:
+        """Check endpoint ids before negatives are drawn, naming the endpoint and the id."""
+        if index.time is not None:
+            raise InvalidRequestError("temporal sampling (edge_label_time) is not supported")
+        input_type = index.input_type
+        counts = self.engine.snapshot.num_nodes
+        if input_type is None:
+            if self.engine.is_hetero:
+                raise InvalidRequestError("a heterogeneous graph needs the seed links' edge type")
+            ends = (None, None)
+        else:
+            if not self.engine.is_hetero:
+                raise InvalidRequestError(
+                    f"a homogeneous graph takes seed links without an edge type, got {input_type!r}"
+                )
+            ends = (input_type[0], input_type[-1])
+        for name, nt, ids in (("source", ends[0], index.row), ("destination", ends[1], index.col)):
+            if nt not in counts:
+                raise NotFoundError(
+                    f"link {name} type {nt!r} of {input_type!r} is not a node type of the graph "
+                    f"(has: {list(counts)})"
+                )
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= counts[nt]):
+                bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+                raise InvalidRequestError(
+                    f"link {name} id {bad} of node type {nt!r} is out of range [0, {counts[nt]})"
+                )

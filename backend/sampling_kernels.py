@@ -1,0 +1,283 @@
+"""Compiled (numba) kernels for one hop of uniform neighbour sampling over a CSC.
+
+A hop takes a frontier of destination nodes (global ids whose local ids are the contiguous
+range ``front_base ..``), picks up to ``k`` incoming edges of each, and relabels the sources
+to local ids: through a dense global→local array (``assoc``, -1 = absent) in the shared mode,
+or through an open-addressing hash map keyed by ``(batch, node)`` in the disjoint mode.
+Randomness comes from a splitmix64 stream whose state (``uint64[1]``) the caller owns, so the
+same state gives the same picks on any thread. Every kernel releases the GIL.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_S11 = np.uint64(11)
+_S27 = np.uint64(27)
+_S30 = np.uint64(30)
+_S31 = np.uint64(31)
+_INV_2_53 = 1.0 / 9007199254740992.0
+_LINEAR_SCAN_MAX_K = 16  # up to this fanout, rejection checks duplicates by a linear scan
+
+
+@njit(cache=True, nogil=True)
+def _next(s: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """Advance a splitmix64 state; return ``(new_state, 64 random bits)``."""
+    s = s + _GOLDEN
+    z = s
+    z = (z ^ (z >> _S30)) * _MIX1
+    z = (z ^ (z >> _S27)) * _MIX2
+    return s, z ^ (z >> _S31)
+
+
+@njit(cache=True, nogil=True)
+def _below(z: np.uint64, n: int) -> int:
+    """Map 64 random bits to an integer uniform in ``[0, n)`` (53-bit resolution)."""
+    return np.int64(np.float64(z >> _S11) * _INV_2_53 * n)
+
+
+@njit(cache=True, nogil=True)
+def _mix(key: int) -> np.uint64:
+    """Hash an int64 key to 64 well-mixed bits."""
+    z = np.uint64(key) + _GOLDEN
+    z = (z ^ (z >> _S30)) * _MIX1
+    z = (z ^ (z >> _S27)) * _MIX2
+    return z ^ (z >> _S31)
+
+
+@njit(cache=True, nogil=True)
+def _num_picks(deg: int, k: int, replace: bool) -> int:
+    """How many edges a node of in-degree ``deg`` yields for fanout ``k`` (-1 = all)."""
+    if k < 0:
+        return deg
+    if replace:
+        return k if deg > 0 else 0
+    return k if k < deg else deg
+
+
+@njit(cache=True, nogil=True)
+def _pick(start, deg, k, replace, s, out, o, scratch):  # noqa: ANN001, ANN202 (numba)
+    """Write the CSC positions of the picked edges to ``out[o:]``; return ``(count, state)``.
+
+    Without replacement: all edges when ``k`` is -1 or ``k >= deg``; rejection sampling when
+    ``2k <= deg`` (duplicates found by a linear scan for small ``k``, a hash set in
+    ``scratch`` otherwise); a partial Fisher-Yates shuffle in ``scratch`` when ``k`` is close
+    to ``deg``. ``scratch`` holds at least ``4k`` entries.
+    """
+    c = _num_picks(deg, k, replace)
+    if k < 0 or (not replace and k >= deg):
+        for j in range(c):
+            out[o + j] = start + j
+    elif replace:
+        for j in range(c):
+            s, z = _next(s)
+            out[o + j] = start + _below(z, deg)
+    elif 2 * k <= deg and k <= _LINEAR_SCAN_MAX_K:
+        for j in range(k):
+            while True:
+                s, z = _next(s)
+                p = start + _below(z, deg)
+                seen = False
+                for q in range(o, o + j):
+                    if out[q] == p:
+                        seen = True
+                        break
+                if not seen:
+                    out[o + j] = p
+                    break
+    elif 2 * k <= deg:
+        bits = 1
+        while (1 << bits) < 2 * k:
+            bits += 1
+        mask = (1 << bits) - 1
+        shift = np.uint64(64 - bits)
+        for q in range(mask + 1):
+            scratch[q] = -1
+        for j in range(k):
+            while True:
+                s, z = _next(s)
+                r = _below(z, deg)
+                h = np.int64((np.uint64(r) * _GOLDEN) >> shift)
+                while scratch[h] >= 0 and scratch[h] != r:
+                    h = (h + 1) & mask
+                if scratch[h] < 0:
+                    scratch[h] = r
+                    out[o + j] = start + r
+                    break
+    else:
+        for q in range(deg):
+            scratch[q] = q
+        for j in range(k):
+            s, z = _next(s)
+            t = j + _below(z, deg - j)
+            scratch[j], scratch[t] = scratch[t], scratch[j]
+            out[o + j] = start + scratch[j]
+    return c, s
+
+
+@njit(cache=True, nogil=True)
+def _count_picks(ptr, frontier, k, replace):  # noqa: ANN001, ANN202 (numba)
+    """Total number of edges a hop yields for ``frontier``."""
+    total = 0
+    for i in range(frontier.shape[0]):
+        v = frontier[i]
+        total += _num_picks(ptr[v + 1] - ptr[v], k, replace)
+    return total
+
+
+@njit(cache=True, nogil=True)
+def insert_seeds(assoc, seeds):  # noqa: ANN001, ANN201 (numba)
+    """Give each seed its position as local id; a repeated seed keeps its first position."""
+    for i in range(seeds.shape[0]):
+        if assoc[seeds[i]] < 0:
+            assoc[seeds[i]] = i
+
+
+@njit(cache=True, nogil=True)
+def reset_assoc(assoc, nodes):  # noqa: ANN001, ANN201 (numba)
+    """Mark ``nodes`` absent again: O(batch), never O(N)."""
+    for i in range(nodes.shape[0]):
+        assoc[nodes[i]] = -1
+
+
+@njit(cache=True, nogil=True)
+def sample_hop(ptr, idx, eid, frontier, front_base, k, replace, assoc, base, state):  # noqa: ANN001, ANN201
+    """One hop in the shared (non-disjoint) mode.
+
+    Args:
+        ptr, idx, eid: the CSC (``colptr``, ``row``, ``e_id``) of one edge type.
+        frontier: global ids of the destination nodes to expand.
+        front_base: local id of ``frontier[0]``; the rest follow contiguously.
+        k: fanout (-1 = all neighbours).
+        replace: sample with replacement.
+        assoc: dense global→local array of the source node type (-1 = absent); updated.
+        base: local id the first new source node gets.
+        state: ``uint64[1]`` random state; advanced.
+
+    Returns:
+        ``(row, col, edge, new_nodes)``: local source and destination ids, edge ids, and the
+        global ids of the source nodes seen for the first time, in order of first sight.
+    """
+    total = _count_picks(ptr, frontier, k, replace)
+    out_row = np.empty(total, np.int64)
+    out_col = np.empty(total, np.int64)
+    out_edge = np.empty(total, np.int64)
+    new_nodes = np.empty(total, np.int64)
+    scratch = np.empty(max(4 * k, 1), np.int64)
+    s = state[0]
+    o = 0
+    nn = 0
+    for i in range(frontier.shape[0]):
+        v = frontier[i]
+        start = ptr[v]
+        c, s = _pick(start, ptr[v + 1] - start, k, replace, s, out_edge, o, scratch)
+        for j in range(o, o + c):
+            p = out_edge[j]
+            u = idx[p]
+            loc = assoc[u]
+            if loc < 0:
+                loc = base + nn
+                assoc[u] = loc
+                new_nodes[nn] = u
+                nn += 1
+            out_row[j] = loc
+            out_col[j] = front_base + i
+            out_edge[j] = eid[p]
+        o += c
+    state[0] = s
+    return out_row, out_col, out_edge, new_nodes[:nn]
+
+
+@njit(cache=True, nogil=True)
+def _table_slot(keys, key):  # noqa: ANN001, ANN202 (numba)
+    """Slot of ``key`` in an open-addressing table, or of the empty slot where it belongs."""
+    mask = keys.shape[0] - 1
+    h = np.int64(_mix(key) & np.uint64(mask))
+    while keys[h] >= 0 and keys[h] != key:
+        h = (h + 1) & mask
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _table_with_capacity(keys, vals, entries):  # noqa: ANN001, ANN202 (numba)
+    """Return ``keys, vals`` (rehashed into a larger table if needed) with room for ``entries``."""
+    cap = keys.shape[0]
+    if 2 * entries <= cap:
+        return keys, vals
+    while 2 * entries > cap:
+        cap *= 2
+    new_keys = np.full(cap, -1, np.int64)
+    new_vals = np.empty(cap, np.int64)
+    for h in range(keys.shape[0]):
+        if keys[h] >= 0:
+            slot = _table_slot(new_keys, keys[h])
+            new_keys[slot] = keys[h]
+            new_vals[slot] = vals[h]
+    return new_keys, new_vals
+
+
+@njit(cache=True, nogil=True)
+def new_table(seeds, num_nodes):  # noqa: ANN001, ANN201 (numba)
+    """A ``(batch, node)`` → local table holding seed ``i`` as ``(i, seeds[i])`` → ``i``."""
+    cap = 16
+    while cap < 4 * seeds.shape[0]:
+        cap *= 2
+    keys = np.full(cap, -1, np.int64)
+    vals = np.empty(cap, np.int64)
+    for i in range(seeds.shape[0]):
+        slot = _table_slot(keys, i * num_nodes + seeds[i])
+        keys[slot] = i * num_nodes + seeds[i]
+        vals[slot] = i
+    return keys, vals
+
+
+@njit(cache=True, nogil=True)
+def sample_hop_disjoint(  # noqa: ANN201 (numba)
+    ptr, idx, eid, frontier, front_batch, front_base, k, replace,  # noqa: ANN001
+    keys, vals, num_src_nodes, base, state,  # noqa: ANN001
+):
+    """One hop in the disjoint mode: each seed's subtree keeps its own copy of a node.
+
+    As :func:`sample_hop`, with ``front_batch`` the subtree (seed index) of each frontier node
+    and the ``(keys, vals)`` table of the source node type in place of ``assoc``; ``base`` is
+    also the number of entries that table holds.
+
+    Returns:
+        ``(row, col, edge, new_nodes, new_batch, keys, vals)``; the table may have been grown.
+    """
+    total = _count_picks(ptr, frontier, k, replace)
+    keys, vals = _table_with_capacity(keys, vals, base + total)
+    out_row = np.empty(total, np.int64)
+    out_col = np.empty(total, np.int64)
+    out_edge = np.empty(total, np.int64)
+    new_nodes = np.empty(total, np.int64)
+    new_batch = np.empty(total, np.int64)
+    scratch = np.empty(max(4 * k, 1), np.int64)
+    s = state[0]
+    o = 0
+    nn = 0
+    for i in range(frontier.shape[0]):
+        v = frontier[i]
+        b = front_batch[i]
+        start = ptr[v]
+        c, s = _pick(start, ptr[v + 1] - start, k, replace, s, out_edge, o, scratch)
+        for j in range(o, o + c):
+            p = out_edge[j]
+            u = idx[p]
+            key = b * num_src_nodes + u
+            slot = _table_slot(keys, key)
+            if keys[slot] < 0:
+                keys[slot] = key
+                vals[slot] = base + nn
+                new_nodes[nn] = u
+                new_batch[nn] = b
+                nn += 1
+            out_row[j] = vals[slot]
+            out_col[j] = front_base + i
+            out_edge[j] = eid[p]
+        o += c
+    state[0] = s
+    return out_row, out_col, out_edge, new_nodes[:nn], new_batch[:nn], keys, vals
