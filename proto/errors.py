@@ -46,6 +46,9 @@ class ServerUnavailableError(GnnStoreError, ConnectionError):
     status = grpc.StatusCode.UNAVAILABLE
 
 
+ERROR_CLASS_KEY = "gnnstore-error-class"
+"""Trailing-metadata key under which the server names the error class it raised."""
+
 ERRORS_BY_NAME: dict[str, type[GnnStoreError]] = {
     cls.__name__: cls
     for cls in (

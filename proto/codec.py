@@ -1,0 +1,210 @@
+"""Tensors and PyG type keys to and from their wire form.
+
+Tensors travel as raw little-endian bytes with a dtype name and a shape. Encoding costs the one
+copy protobuf needs to own a ``bytes`` field; decoding costs one copy into a writable buffer
+(``torch.frombuffer`` over a ``bytearray``), because a tensor viewing the message's immutable
+``bytes`` would let a caller's in-place op write into it. Node and edge types map PyG's ``None``
+to an explicit ``homogeneous`` flag, and heterogeneous edge types always decode to tuples.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+from torch_geometric.typing import EdgeType, NodeType
+
+from . import common_pb2 as pb
+from .errors import InvalidRequestError
+
+if sys.byteorder != "little":  # the wire is little-endian and torch.frombuffer uses host order
+    raise ImportError("gnnstore's tensor codec needs a little-endian host")
+
+DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, name)
+    for name in (
+        "bool", "uint8", "int8", "int16", "int32", "int64",
+        "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+    )
+}
+ID_DTYPES = (torch.int32, torch.int64)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The wire name of a torch dtype (``torch.float32`` -> ``"float32"``).
+
+    Raises:
+        InvalidRequestError: the dtype cannot travel.
+    """
+    name = str(dtype).removeprefix("torch.")
+    if DTYPES.get(name) != dtype:
+        raise InvalidRequestError(f"dtype {dtype} cannot be sent (supported: {sorted(DTYPES)})")
+    return name
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    """The torch dtype of a wire name.
+
+    Raises:
+        InvalidRequestError: unknown name.
+    """
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise InvalidRequestError(
+            f"unknown tensor dtype {name!r} (supported: {sorted(DTYPES)})"
+        ) from None
+
+
+def tensor_to_proto(tensor: Tensor) -> pb.Tensor:
+    """Encode a tensor (any device, any strides) as row-major little-endian bytes."""
+    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+    name = dtype_name(flat.dtype)
+    data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    return pb.Tensor(dtype=name, shape=list(tensor.shape), data=data)
+
+
+def tensor_from_proto(message: pb.Tensor, what: str = "tensor") -> Tensor:
+    """Decode a tensor into a new writable CPU tensor.
+
+    Args:
+        message: the wire tensor.
+        what: names the field in error messages, e.g. ``"MultiGet index"``.
+
+    Raises:
+        InvalidRequestError: unknown dtype, negative dimension, or a byte count that does not
+            match dtype and shape.
+    """
+    dtype = dtype_from_name(message.dtype)
+    shape = tuple(message.shape)
+    if any(dim < 0 for dim in shape):
+        raise InvalidRequestError(f"{what} has a negative dimension: shape {list(shape)}")
+    numel = 1
+    for dim in shape:
+        numel *= dim
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if len(message.data) != numel * itemsize:
+        raise InvalidRequestError(
+            f"{what} of dtype {message.dtype} and shape {list(shape)} needs "
+            f"{numel * itemsize} bytes, got {len(message.data)}"
+        )
+    if numel == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(message.data), dtype=dtype).reshape(shape)
+
+
+def ids_to_proto(ids: Tensor | Sequence[int]) -> pb.Tensor:
+    """Encode node or edge ids as a 1-D int64 tensor (int32 is widened)."""
+    return tensor_to_proto(torch.as_tensor(ids, dtype=torch.long).reshape(-1))
+
+
+def ids_from_proto(message: pb.Tensor, what: str = "ids") -> Tensor:
+    """Decode a 1-D integer id tensor as int64.
+
+    Raises:
+        InvalidRequestError: not integer, or not 1-D.
+    """
+    ids = tensor_from_proto(message, what)
+    if ids.dtype not in ID_DTYPES:
+        raise InvalidRequestError(f"{what} must be int64 or int32 ids, got dtype {message.dtype}")
+    if ids.dim() != 1:
+        raise InvalidRequestError(f"{what} must be 1-D, got shape {list(ids.shape)}")
+    return ids.long()
+
+
+def optional_tensor_to_proto(tensor: Tensor | None) -> pb.OptionalTensor:
+    """Encode a tensor or PyG's ``None``."""
+    if tensor is None:
+        return pb.OptionalTensor(is_none=True)
+    return pb.OptionalTensor(value=tensor_to_proto(tensor))
+
+
+def optional_tensor_from_proto(message: pb.OptionalTensor, what: str = "tensor") -> Tensor | None:
+    """Decode a tensor or PyG's ``None``."""
+    return None if message.is_none else tensor_from_proto(message.value, what)
+
+
+def node_type_to_proto(node_type: NodeType | None) -> pb.NodeType:
+    """Encode a node type; ``None`` (homogeneous) becomes the explicit flag."""
+    if node_type is None:
+        return pb.NodeType(homogeneous=True)
+    if not isinstance(node_type, str) or not node_type:
+        raise InvalidRequestError(f"a node type is a non-empty str or None, got {node_type!r}")
+    return pb.NodeType(name=node_type)
+
+
+def node_type_from_proto(message: pb.NodeType) -> NodeType | None:
+    """Decode a node type to PyG's form: ``None`` or a ``str``.
+
+    Raises:
+        InvalidRequestError: both or neither of the flag and the name are set.
+    """
+    if message.homogeneous:
+        if message.name:
+            raise InvalidRequestError(
+                f"node type {message.name!r} is marked homogeneous; send one or the other"
+            )
+        return None
+    if not message.name:
+        raise InvalidRequestError("node type has no name and is not marked homogeneous")
+    return message.name
+
+
+def edge_type_to_proto(edge_type: EdgeType | None) -> pb.EdgeType:
+    """Encode an edge type; ``None`` (homogeneous) becomes the explicit flag."""
+    if edge_type is None:
+        return pb.EdgeType(homogeneous=True)
+    if (
+        not isinstance(edge_type, (tuple, list))
+        or len(edge_type) != 3
+        or not all(isinstance(part, str) and part for part in edge_type)
+    ):
+        raise InvalidRequestError(
+            f"an edge type is a (src, rel, dst) tuple of non-empty str or None, got {edge_type!r}"
+        )
+    src, rel, dst = edge_type
+    return pb.EdgeType(src=src, rel=rel, dst=dst)
+
+
+def edge_type_from_proto(message: pb.EdgeType) -> EdgeType | None:
+    """Decode an edge type to PyG's form: ``None`` or a ``(src, rel, dst)`` tuple.
+
+    Raises:
+        InvalidRequestError: both or neither of the flag and the names are set.
+    """
+    names = (message.src, message.rel, message.dst)
+    if message.homogeneous:
+        if any(names):
+            raise InvalidRequestError(
+                f"edge type {names} is marked homogeneous; send one or the other"
+            )
+        return None
+    if not all(names):
+        raise InvalidRequestError(
+            f"edge type {names} needs src, rel and dst, or the homogeneous flag"
+        )
+    return names
+
+
+def attr_key_to_proto(group_name: NodeType | None, attr_name: str) -> pb.TensorAttrKey:
+    """Encode a (group_name, attr_name) pair."""
+    if not isinstance(attr_name, str) or not attr_name:
+        raise InvalidRequestError(f"attr_name must be a non-empty str, got {attr_name!r}")
+    return pb.TensorAttrKey(group=node_type_to_proto(group_name), attr_name=attr_name)
+
+
+def attr_key_from_proto(message: pb.TensorAttrKey) -> tuple[NodeType | None, str]:
+    """Decode a (group_name, attr_name) pair.
+
+    Raises:
+        InvalidRequestError: an empty attr name or an inconsistent node type.
+    """
+    if not message.attr_name:
+        raise InvalidRequestError("attr_name is empty")
+    return node_type_from_proto(message.group), message.attr_name
+
+
+def describe(key: NodeType | EdgeType | None) -> str:
+    """A node or edge type as a message names it (``None`` reads 'the homogeneous graph')."""
+    return "the homogeneous graph" if key is None else repr(key)

@@ -1,0 +1,168 @@
+from . import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ListEdgeAttrsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class EdgeAttrInfo(_message.Message):
+    __slots__ = ("edge_type", "layout", "is_sorted", "num_src_nodes", "num_dst_nodes", "num_edges")
+    EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    IS_SORTED_FIELD_NUMBER: _ClassVar[int]
+    NUM_SRC_NODES_FIELD_NUMBER: _ClassVar[int]
+    NUM_DST_NODES_FIELD_NUMBER: _ClassVar[int]
+    NUM_EDGES_FIELD_NUMBER: _ClassVar[int]
+    edge_type: _common_pb2.EdgeType
+    layout: str
+    is_sorted: bool
+    num_src_nodes: int
+    num_dst_nodes: int
+    num_edges: int
+    def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., layout: _Optional[str] = ..., is_sorted: _Optional[bool] = ..., num_src_nodes: _Optional[int] = ..., num_dst_nodes: _Optional[int] = ..., num_edges: _Optional[int] = ...) -> None: ...
+
+class ListEdgeAttrsResponse(_message.Message):
+    __slots__ = ("edge_attrs",)
+    EDGE_ATTRS_FIELD_NUMBER: _ClassVar[int]
+    edge_attrs: _containers.RepeatedCompositeFieldContainer[EdgeAttrInfo]
+    def __init__(self, edge_attrs: _Optional[_Iterable[_Union[EdgeAttrInfo, _Mapping]]] = ...) -> None: ...
+
+class GetEdgeIndexRequest(_message.Message):
+    __slots__ = ("edge_type", "layout", "chunk_elements")
+    EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_ELEMENTS_FIELD_NUMBER: _ClassVar[int]
+    edge_type: _common_pb2.EdgeType
+    layout: str
+    chunk_elements: int
+    def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., layout: _Optional[str] = ..., chunk_elements: _Optional[int] = ...) -> None: ...
+
+class EdgeIndexChunk(_message.Message):
+    __slots__ = ("first", "second")
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    SECOND_FIELD_NUMBER: _ClassVar[int]
+    first: _common_pb2.Tensor
+    second: _common_pb2.Tensor
+    def __init__(self, first: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., second: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
+
+class Fanout(_message.Message):
+    __slots__ = ("edge_type", "num_neighbors")
+    EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NUM_NEIGHBORS_FIELD_NUMBER: _ClassVar[int]
+    edge_type: _common_pb2.EdgeType
+    num_neighbors: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., num_neighbors: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SamplingOptions(_message.Message):
+    __slots__ = ("num_neighbors", "per_edge_type", "replace", "disjoint", "seed")
+    NUM_NEIGHBORS_FIELD_NUMBER: _ClassVar[int]
+    PER_EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    DISJOINT_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    num_neighbors: _containers.RepeatedScalarFieldContainer[int]
+    per_edge_type: _containers.RepeatedCompositeFieldContainer[Fanout]
+    replace: bool
+    disjoint: bool
+    seed: int
+    def __init__(self, num_neighbors: _Optional[_Iterable[int]] = ..., per_edge_type: _Optional[_Iterable[_Union[Fanout, _Mapping]]] = ..., replace: _Optional[bool] = ..., disjoint: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class FeatureRequest(_message.Message):
+    __slots__ = ("attrs", "known")
+    ATTRS_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
+    attrs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TensorAttrKey]
+    known: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
+    def __init__(self, attrs: _Optional[_Iterable[_Union[_common_pb2.TensorAttrKey, _Mapping]]] = ..., known: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ...) -> None: ...
+
+class SampleFromNodesRequest(_message.Message):
+    __slots__ = ("options", "input_type", "node", "input_id", "features")
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_ID_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    options: SamplingOptions
+    input_type: _common_pb2.NodeType
+    node: _common_pb2.Tensor
+    input_id: _common_pb2.Tensor
+    features: FeatureRequest
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ...) -> None: ...
+
+class NegativeSamplingSpec(_message.Message):
+    __slots__ = ("mode", "amount")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    mode: str
+    amount: float
+    def __init__(self, mode: _Optional[str] = ..., amount: _Optional[float] = ...) -> None: ...
+
+class SampleFromEdgesRequest(_message.Message):
+    __slots__ = ("options", "input_type", "input_id", "row", "col", "label", "neg_sampling", "features")
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_ID_FIELD_NUMBER: _ClassVar[int]
+    ROW_FIELD_NUMBER: _ClassVar[int]
+    COL_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    NEG_SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    options: SamplingOptions
+    input_type: _common_pb2.EdgeType
+    input_id: _common_pb2.Tensor
+    row: _common_pb2.Tensor
+    col: _common_pb2.Tensor
+    label: _common_pb2.OptionalTensor
+    neg_sampling: NegativeSamplingSpec
+    features: FeatureRequest
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., label: _Optional[_Union[_common_pb2.OptionalTensor, _Mapping]] = ..., neg_sampling: _Optional[_Union[NegativeSamplingSpec, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ...) -> None: ...
+
+class SampledEdges(_message.Message):
+    __slots__ = ("edge_type", "row", "col", "edge")
+    EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ROW_FIELD_NUMBER: _ClassVar[int]
+    COL_FIELD_NUMBER: _ClassVar[int]
+    EDGE_FIELD_NUMBER: _ClassVar[int]
+    edge_type: _common_pb2.EdgeType
+    row: _common_pb2.Tensor
+    col: _common_pb2.Tensor
+    edge: _common_pb2.Tensor
+    def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., edge: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
+
+class NodeRows(_message.Message):
+    __slots__ = ("node_type", "ids", "attr_names", "rows")
+    NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ATTR_NAMES_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    node_type: _common_pb2.NodeType
+    ids: _common_pb2.Tensor
+    attr_names: _containers.RepeatedScalarFieldContainer[str]
+    rows: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tensor]
+    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., attr_names: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[_common_pb2.Tensor, _Mapping]]] = ...) -> None: ...
+
+class SampleResponse(_message.Message):
+    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features")
+    HETERO_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    NUM_SAMPLED_NODES_FIELD_NUMBER: _ClassVar[int]
+    NUM_SAMPLED_EDGES_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    hetero: bool
+    node: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
+    edges: _containers.RepeatedCompositeFieldContainer[SampledEdges]
+    batch: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
+    num_sampled_nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeCounts]
+    num_sampled_edges: _containers.RepeatedCompositeFieldContainer[_common_pb2.EdgeCounts]
+    metadata: _containers.RepeatedCompositeFieldContainer[_common_pb2.OptionalTensor]
+    features: _containers.RepeatedCompositeFieldContainer[NodeRows]
+    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ...) -> None: ...

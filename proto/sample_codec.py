@@ -1,0 +1,251 @@
+"""PyG's sampler inputs and outputs to and from their wire form.
+
+Node ids in ``node`` are global; ``row``/``col`` and every index in ``metadata`` are local
+(positions in the batch's node list); ``edge`` holds global edge ids. See ``graph.proto``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from torch import Tensor
+from torch_geometric.sampler import (
+    EdgeSamplerInput,
+    HeteroSamplerOutput,
+    NegativeSampling,
+    NodeSamplerInput,
+    SamplerOutput,
+)
+from torch_geometric.typing import EdgeType
+
+from . import common_pb2, graph_pb2
+from .codec import (
+    edge_type_from_proto,
+    edge_type_to_proto,
+    ids_from_proto,
+    ids_to_proto,
+    node_type_from_proto,
+    node_type_to_proto,
+    optional_tensor_from_proto,
+    optional_tensor_to_proto,
+    tensor_from_proto,
+    tensor_to_proto,
+)
+from .errors import InvalidRequestError
+
+NumNeighbors = list[int] | dict[EdgeType, list[int]]
+
+
+def options_to_proto(
+    num_neighbors: NumNeighbors, *, replace: bool, disjoint: bool, seed: int | None
+) -> graph_pb2.SamplingOptions:
+    """Encode PyG's ``num_neighbors`` (list or per-edge-type dict) and the sampler options."""
+    options = graph_pb2.SamplingOptions(replace=replace, disjoint=disjoint, seed=seed)
+    if isinstance(num_neighbors, Mapping):
+        for edge_type, hops in num_neighbors.items():
+            options.per_edge_type.add(
+                edge_type=edge_type_to_proto(edge_type), num_neighbors=[int(k) for k in hops]
+            )
+    else:
+        options.num_neighbors.extend(int(k) for k in num_neighbors)
+    return options
+
+
+def num_neighbors_from_proto(options: graph_pb2.SamplingOptions) -> NumNeighbors:
+    """Decode ``num_neighbors`` as PyG takes it: a list, or a dict keyed by edge-type tuples.
+
+    Raises:
+        InvalidRequestError: both forms or neither were sent.
+    """
+    if options.per_edge_type and options.num_neighbors:
+        raise InvalidRequestError("send num_neighbors as a list or per edge type, not both")
+    if options.per_edge_type:
+        return {
+            edge_type_from_proto(f.edge_type): list(f.num_neighbors) for f in options.per_edge_type
+        }
+    if not options.num_neighbors:
+        raise InvalidRequestError("num_neighbors is empty: give at least one hop")
+    return list(options.num_neighbors)
+
+
+def node_input_to_proto(inputs: NodeSamplerInput) -> graph_pb2.SampleFromNodesRequest:
+    """Encode a NodeSamplerInput (global seed ids); temporal inputs are not supported.
+
+    Raises:
+        InvalidRequestError: the input carries seed times.
+    """
+    if inputs.time is not None:
+        raise InvalidRequestError("temporal sampling (seed time) is not supported by gnnstore yet")
+    return graph_pb2.SampleFromNodesRequest(
+        input_type=node_type_to_proto(inputs.input_type),
+        node=ids_to_proto(inputs.node),
+        input_id=ids_to_proto(inputs.input_id),
+    )
+
+
+def node_input_from_proto(request: graph_pb2.SampleFromNodesRequest) -> NodeSamplerInput:
+    """Decode the seeds of a SampleFromNodes request."""
+    node = ids_from_proto(request.node, "seed node ids")
+    input_id = ids_from_proto(request.input_id, "input_id")
+    if input_id.numel() != node.numel():
+        raise InvalidRequestError(
+            f"input_id has {input_id.numel()} entries for {node.numel()} seed nodes"
+        )
+    return NodeSamplerInput(
+        input_id=input_id, node=node, input_type=node_type_from_proto(request.input_type)
+    )
+
+
+def edge_input_to_proto(
+    inputs: EdgeSamplerInput, neg_sampling: NegativeSampling | None
+) -> graph_pb2.SampleFromEdgesRequest:
+    """Encode an EdgeSamplerInput (global endpoint ids) and its negative sampling.
+
+    Raises:
+        InvalidRequestError: the input carries times, or the negative sampling has weights.
+    """
+    if inputs.time is not None:
+        raise InvalidRequestError("temporal sampling (edge label time) is not supported yet")
+    request = graph_pb2.SampleFromEdgesRequest(
+        input_type=edge_type_to_proto(inputs.input_type),
+        input_id=ids_to_proto(inputs.input_id),
+        row=ids_to_proto(inputs.row),
+        col=ids_to_proto(inputs.col),
+        label=optional_tensor_to_proto(inputs.label),
+    )
+    if neg_sampling is not None:
+        if neg_sampling.src_weight is not None or neg_sampling.dst_weight is not None:
+            raise InvalidRequestError("weighted negative sampling is not supported yet")
+        request.neg_sampling.mode = neg_sampling.mode.value
+        request.neg_sampling.amount = float(neg_sampling.amount)
+    return request
+
+
+def edge_input_from_proto(
+    request: graph_pb2.SampleFromEdgesRequest,
+) -> tuple[EdgeSamplerInput, NegativeSampling | None]:
+    """Decode the positive links and negative sampling of a SampleFromEdges request.
+
+    Raises:
+        InvalidRequestError: mismatched lengths, or an unknown mode or bad amount.
+    """
+    row = ids_from_proto(request.row, "row (source ids)")
+    col = ids_from_proto(request.col, "col (destination ids)")
+    input_id = ids_from_proto(request.input_id, "input_id")
+    label = optional_tensor_from_proto(request.label, "edge label")
+    if not row.numel() == col.numel() == input_id.numel():
+        raise InvalidRequestError(
+            f"row, col and input_id must have one entry per link, got "
+            f"{row.numel()}, {col.numel()} and {input_id.numel()}"
+        )
+    if label is not None and label.size(0) != row.numel():
+        raise InvalidRequestError(f"edge label has {label.size(0)} rows for {row.numel()} links")
+    neg_sampling = None
+    if request.HasField("neg_sampling"):
+        spec = request.neg_sampling
+        try:
+            neg_sampling = NegativeSampling(spec.mode, _amount(spec))
+        except ValueError as exc:
+            raise InvalidRequestError(
+                f"bad negative sampling (mode {spec.mode!r}, amount {spec.amount}): {exc}"
+            ) from None
+    inputs = EdgeSamplerInput(
+        input_id=input_id,
+        row=row,
+        col=col,
+        label=label,
+        input_type=edge_type_from_proto(request.input_type),
+    )
+    return inputs, neg_sampling
+
+
+def _amount(spec: graph_pb2.NegativeSamplingSpec) -> int | float:
+    """The amount as PyG wants it: an int when it is whole (triplet mode requires that)."""
+    if not spec.amount > 0:
+        raise InvalidRequestError(f"negative sampling amount must be > 0, got {spec.amount}")
+    return int(spec.amount) if float(spec.amount).is_integer() else spec.amount
+
+
+def output_to_proto(out: SamplerOutput | HeteroSamplerOutput) -> graph_pb2.SampleResponse:
+    """Encode a sampler output; feature rows are added by the caller."""
+    response = graph_pb2.SampleResponse(hetero=isinstance(out, HeteroSamplerOutput))
+    if isinstance(out, HeteroSamplerOutput):
+        nodes, rows, cols, edges = out.node, out.row, out.col, out.edge or {}
+        batches = out.batch or {}
+        node_counts, edge_counts = out.num_sampled_nodes, out.num_sampled_edges
+    else:
+        nodes, rows, cols = {None: out.node}, {None: out.row}, {None: out.col}
+        edges = {} if out.edge is None else {None: out.edge}
+        batches = {} if out.batch is None else {None: out.batch}
+        node_counts = None if out.num_sampled_nodes is None else {None: out.num_sampled_nodes}
+        edge_counts = None if out.num_sampled_edges is None else {None: out.num_sampled_edges}
+    for node_type, node in nodes.items():
+        response.node.add(node_type=node_type_to_proto(node_type), ids=ids_to_proto(node))
+    for edge_type, row in rows.items():
+        entry = response.edges.add(
+            edge_type=edge_type_to_proto(edge_type),
+            row=ids_to_proto(row),
+            col=ids_to_proto(cols[edge_type]),
+        )
+        if edges.get(edge_type) is not None:
+            entry.edge.CopyFrom(ids_to_proto(edges[edge_type]))
+    for node_type, batch in batches.items():
+        response.batch.add(node_type=node_type_to_proto(node_type), ids=ids_to_proto(batch))
+    for node_type, counts in (node_counts or {}).items():
+        response.num_sampled_nodes.add(
+            node_type=node_type_to_proto(node_type), counts=[int(c) for c in counts]
+        )
+    for edge_type, counts in (edge_counts or {}).items():
+        response.num_sampled_edges.add(
+            edge_type=edge_type_to_proto(edge_type), counts=[int(c) for c in counts]
+        )
+    metadata = out.metadata if isinstance(out.metadata, tuple) else (out.metadata,)
+    response.metadata.extend(_metadata_entry(value) for value in metadata)
+    return response
+
+
+def _metadata_entry(value: object) -> common_pb2.OptionalTensor:
+    if value is not None and not isinstance(value, Tensor):
+        raise InvalidRequestError(f"sampler metadata holds a {type(value).__name__}, not a tensor")
+    return optional_tensor_to_proto(value)
+
+
+def output_from_proto(response: graph_pb2.SampleResponse) -> SamplerOutput | HeteroSamplerOutput:
+    """Decode a SampleResponse into the SamplerOutput / HeteroSamplerOutput PyG's loaders read."""
+    node = {node_type_from_proto(n.node_type): tensor_from_proto(n.ids) for n in response.node}
+    row, col, edge = {}, {}, {}
+    for entry in response.edges:
+        edge_type = edge_type_from_proto(entry.edge_type)
+        row[edge_type] = tensor_from_proto(entry.row)
+        col[edge_type] = tensor_from_proto(entry.col)
+        if entry.HasField("edge"):
+            edge[edge_type] = tensor_from_proto(entry.edge)
+    batch = {node_type_from_proto(b.node_type): tensor_from_proto(b.ids) for b in response.batch}
+    node_counts = {
+        node_type_from_proto(c.node_type): list(c.counts) for c in response.num_sampled_nodes
+    }
+    edge_counts = {
+        edge_type_from_proto(c.edge_type): list(c.counts) for c in response.num_sampled_edges
+    }
+    metadata = tuple(optional_tensor_from_proto(m) for m in response.metadata)
+    if response.hetero:
+        return HeteroSamplerOutput(
+            node=node,
+            row=row,
+            col=col,
+            edge=edge or None,
+            batch=batch or None,
+            num_sampled_nodes=node_counts or None,
+            num_sampled_edges=edge_counts or None,
+            metadata=metadata,
+        )
+    return SamplerOutput(
+        node=node[None],
+        row=row[None],
+        col=col[None],
+        edge=edge.get(None),
+        batch=batch.get(None),
+        num_sampled_nodes=node_counts.get(None),
+        num_sampled_edges=edge_counts.get(None),
+        metadata=metadata,
+    )
+

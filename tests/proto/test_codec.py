@@ -1,0 +1,99 @@
+"""Tensors and PyG type keys survive the wire exactly; malformed input is refused by name."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnnstore.proto import codec
+from gnnstore.proto.common_pb2 import EdgeType, NodeType, Tensor
+from gnnstore.proto.errors import InvalidRequestError
+
+
+@pytest.mark.parametrize("dtype", sorted(codec.DTYPES.values(), key=str))
+def test_tensor_round_trip_is_bit_exact(dtype: torch.dtype) -> None:
+    source = (torch.arange(24) % 7 - 3).reshape(2, 3, 4)
+    tensor = source.to(dtype)
+    back = codec.tensor_from_proto(codec.tensor_to_proto(tensor))
+    assert back.dtype == dtype
+    assert back.shape == tensor.shape
+    assert torch.equal(back, tensor)
+
+
+def test_non_contiguous_and_scalar_and_empty_tensors() -> None:
+    x = torch.randn(5, 4).t()
+    assert torch.equal(codec.tensor_from_proto(codec.tensor_to_proto(x)), x)
+    scalar = torch.tensor(3.5)
+    assert torch.equal(codec.tensor_from_proto(codec.tensor_to_proto(scalar)), scalar)
+    empty = torch.empty(0, 7)
+    back = codec.tensor_from_proto(codec.tensor_to_proto(empty))
+    assert back.shape == (0, 7)
+
+
+def test_wire_bytes_are_little_endian_raw() -> None:
+    message = codec.tensor_to_proto(torch.tensor([1, 256], dtype=torch.int32))
+    assert message.dtype == "int32"
+    assert message.data == b"\x01\x00\x00\x00\x00\x01\x00\x00"
+
+
+def test_decoded_tensor_is_writable_and_independent() -> None:
+    message = codec.tensor_to_proto(torch.zeros(3))
+    back = codec.tensor_from_proto(message)
+    back += 1
+    assert torch.equal(codec.tensor_from_proto(message), torch.zeros(3))
+
+
+def test_byte_count_mismatch_is_refused() -> None:
+    message = Tensor(dtype="float32", shape=[3, 4], data=b"\x00" * 40)
+    with pytest.raises(InvalidRequestError, match="needs 48 bytes, got 40"):
+        codec.tensor_from_proto(message, "MultiGet index")
+
+
+def test_unknown_dtype_is_refused() -> None:
+    with pytest.raises(InvalidRequestError, match="unknown tensor dtype 'float8'"):
+        codec.tensor_from_proto(Tensor(dtype="float8", shape=[1], data=b"\x00"))
+
+
+def test_ids_must_be_integer_and_one_dimensional() -> None:
+    assert codec.ids_from_proto(codec.tensor_to_proto(torch.tensor([3, 1], dtype=torch.int32))).dtype == torch.long
+    with pytest.raises(InvalidRequestError, match="seeds must be int64 or int32"):
+        codec.ids_from_proto(codec.tensor_to_proto(torch.tensor([1.0])), "seeds")
+    with pytest.raises(InvalidRequestError, match="must be 1-D"):
+        codec.ids_from_proto(codec.tensor_to_proto(torch.zeros(2, 2, dtype=torch.long)))
+
+
+@pytest.mark.parametrize("node_type", [None, "paper"])
+def test_node_type_round_trip(node_type: str | None) -> None:
+    assert codec.node_type_from_proto(codec.node_type_to_proto(node_type)) == node_type
+
+
+@pytest.mark.parametrize("edge_type", [None, ("author", "writes", "paper")])
+def test_edge_type_decodes_to_tuple_or_none(edge_type: tuple | None) -> None:
+    back = codec.edge_type_from_proto(codec.edge_type_to_proto(edge_type))
+    assert back == edge_type
+    assert back is None or type(back) is tuple
+
+
+def test_list_edge_type_is_encoded_as_tuple() -> None:
+    back = codec.edge_type_from_proto(codec.edge_type_to_proto(["a", "to", "b"]))
+    assert back == ("a", "to", "b") and type(back) is tuple
+
+
+@pytest.mark.parametrize(
+    "message, fragment",
+    [
+        (NodeType(), "no name and is not marked homogeneous"),
+        (NodeType(homogeneous=True, name="paper"), "marked homogeneous"),
+    ],
+)
+def test_inconsistent_node_types_are_refused(message: NodeType, fragment: str) -> None:
+    with pytest.raises(InvalidRequestError, match=fragment):
+        codec.node_type_from_proto(message)
+
+
+def test_inconsistent_edge_types_are_refused() -> None:
+    with pytest.raises(InvalidRequestError, match="needs src, rel and dst"):
+        codec.edge_type_from_proto(EdgeType(src="a", dst="b"))
+    with pytest.raises(InvalidRequestError, match="is a \\(src, rel, dst\\) tuple"):
+        codec.edge_type_to_proto(("a", "b"))
+    with pytest.raises(InvalidRequestError, match="non-empty str or None"):
+        codec.node_type_to_proto("")

@@ -1,0 +1,108 @@
+"""PyG's sampler inputs and outputs survive the wire field by field."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.sampler import (
+    EdgeSamplerInput,
+    HeteroSamplerOutput,
+    NegativeSampling,
+    NodeSamplerInput,
+    SamplerOutput,
+)
+
+from gnnstore.proto import sample_codec
+from gnnstore.proto.errors import InvalidRequestError
+
+
+def test_homogeneous_output_round_trip() -> None:
+    out = SamplerOutput(
+        node=torch.tensor([4, 2, 9]),
+        row=torch.tensor([1, 2]),
+        col=torch.tensor([0, 0]),
+        edge=torch.tensor([7, 3]),
+        num_sampled_nodes=[1, 2],
+        num_sampled_edges=[2],
+        metadata=(torch.tensor([0]), None),
+    )
+    back = sample_codec.output_from_proto(sample_codec.output_to_proto(out))
+    assert isinstance(back, SamplerOutput)
+    for name in ("node", "row", "col", "edge"):
+        assert torch.equal(getattr(back, name), getattr(out, name))
+    assert back.batch is None
+    assert back.num_sampled_nodes == [1, 2] and back.num_sampled_edges == [2]
+    assert torch.equal(back.metadata[0], out.metadata[0]) and back.metadata[1] is None
+
+
+def test_hetero_output_round_trip_keeps_tuple_keys_and_empty_types() -> None:
+    et = ("author", "writes", "paper")
+    out = HeteroSamplerOutput(
+        node={"paper": torch.tensor([3, 1]), "author": torch.empty(0, dtype=torch.long)},
+        row={et: torch.empty(0, dtype=torch.long)},
+        col={et: torch.empty(0, dtype=torch.long)},
+        edge={et: torch.empty(0, dtype=torch.long)},
+        batch={"paper": torch.tensor([0, 1]), "author": torch.empty(0, dtype=torch.long)},
+        num_sampled_nodes={"paper": [2, 0], "author": [0, 0]},
+        num_sampled_edges={et: [0]},
+        metadata=(torch.tensor([5, 6]), torch.tensor([[0], [1]]), None),
+    )
+    back = sample_codec.output_from_proto(sample_codec.output_to_proto(out))
+    assert isinstance(back, HeteroSamplerOutput)
+    assert set(back.node) == {"paper", "author"} and list(back.row) == [et]
+    assert type(next(iter(back.row))) is tuple
+    assert back.node["author"].shape == (0,)
+    assert back.num_sampled_nodes == out.num_sampled_nodes
+    assert torch.equal(back.batch["paper"], out.batch["paper"])
+    assert torch.equal(back.metadata[1], out.metadata[1]) and back.metadata[2] is None
+
+
+def test_node_input_round_trip() -> None:
+    inputs = NodeSamplerInput(input_id=torch.tensor([0, 1]), node=torch.tensor([8, 3]), input_type="paper")
+    back = sample_codec.node_input_from_proto(sample_codec.node_input_to_proto(inputs))
+    assert torch.equal(back.node, inputs.node) and back.input_type == "paper"
+
+
+@pytest.mark.parametrize("neg", [None, NegativeSampling("binary", 1.5), NegativeSampling("triplet", 3)])
+def test_edge_input_round_trip(neg: NegativeSampling | None) -> None:
+    inputs = EdgeSamplerInput(
+        input_id=torch.tensor([0, 1]),
+        row=torch.tensor([1, 2]),
+        col=torch.tensor([3, 4]),
+        label=torch.tensor([1.0, 2.0]),
+        input_type=("a", "to", "b"),
+    )
+    back, back_neg = sample_codec.edge_input_from_proto(sample_codec.edge_input_to_proto(inputs, neg))
+    assert torch.equal(back.row, inputs.row) and torch.equal(back.label, inputs.label)
+    assert back.input_type == ("a", "to", "b")
+    if neg is None:
+        assert back_neg is None
+    else:
+        assert back_neg.mode == neg.mode and back_neg.amount == neg.amount
+        assert type(back_neg.amount) is type(neg.amount)
+
+
+def test_num_neighbors_forms() -> None:
+    options = sample_codec.options_to_proto([5, -1], replace=True, disjoint=False, seed=3)
+    assert sample_codec.num_neighbors_from_proto(options) == [5, -1]
+    assert options.seed == 3 and options.replace
+    per_type = {("a", "to", "b"): [2, 1]}
+    options = sample_codec.options_to_proto(per_type, replace=False, disjoint=False, seed=None)
+    assert sample_codec.num_neighbors_from_proto(options) == per_type
+    assert not options.HasField("seed")
+
+
+def test_mismatched_link_lengths_are_refused() -> None:
+    inputs = EdgeSamplerInput(input_id=torch.tensor([0]), row=torch.tensor([1, 2]), col=torch.tensor([3, 4]))
+    with pytest.raises(InvalidRequestError, match="one entry per link"):
+        sample_codec.edge_input_from_proto(sample_codec.edge_input_to_proto(inputs, None))
+
+
+def test_bad_negative_sampling_is_refused() -> None:
+    inputs = EdgeSamplerInput(input_id=torch.tensor([0]), row=torch.tensor([1]), col=torch.tensor([3]))
+    request = sample_codec.edge_input_to_proto(inputs, NegativeSampling("binary", 1))
+    request.neg_sampling.mode = "ternary"
+    with pytest.raises(InvalidRequestError, match="ternary"):
+        sample_codec.edge_input_from_proto(request)
+    request.neg_sampling.mode, request.neg_sampling.amount = "triplet", 1.5
+    with pytest.raises(InvalidRequestError, match="bad negative sampling"):
+        sample_codec.edge_input_from_proto(request)
