@@ -1,0 +1,219 @@
+"""Pipeline stage: keep batches in flight on a background thread and measure the trainer's stall.
+
+``Prefetcher`` wraps any iterable of batches (a PyG ``NodeLoader``, a torch ``DataLoader``, a
+chain of gnnstore stages). Each ``iter()`` is one epoch: a thread pulls batches from the
+wrapped iterable into a queue of ``depth`` while the trainer computes, so ``depth`` batches
+wait ready and one more is being made. Order is kept; an exception raised while producing
+reaches the trainer at the position it happened. On CUDA, batches are pinned and copied with
+``non_blocking=True`` on the producing thread (the copy is queued on the device's default
+stream, so kernels the trainer queues later see the data).
+
+The time the trainer waits in ``next()`` is the stall: ``stall_seconds`` and ``stall_fraction``
+(of the epoch's wall time) describe the current or last epoch. A loop left early (``break``)
+ends its thread when its iterator is dropped; ``close()`` or ``with`` ends it at once.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import torch
+
+from gnnstore.proto.errors import InvalidRequestError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+THREAD_NAME = "gnnstore-prefetch"
+_POLL_SECONDS = 0.05
+
+
+class _End:
+    """Queue marker: the wrapped iterable is exhausted."""
+
+
+class _Failure:
+    """Queue marker: producing the next batch raised ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def move_to(batch: Any, device: torch.device, pin_memory: bool) -> Any:
+    """Copy tensors in ``batch`` (a tensor, PyG data, or a dict/list/tuple of them) to ``device``."""
+    if isinstance(batch, torch.Tensor) or hasattr(batch, "pin_memory") and hasattr(batch, "to"):
+        if pin_memory and not getattr(batch, "is_cuda", False):
+            batch = batch.pin_memory()
+        return batch.to(device, non_blocking=pin_memory)
+    if isinstance(batch, dict):
+        return {k: move_to(v, device, pin_memory) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        moved = [move_to(v, device, pin_memory) for v in batch]
+        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
+    return batch
+
+
+def _produce(
+    source: Iterator[Any],
+    out: queue.Queue,
+    stop: threading.Event,
+    device: torch.device | None,
+    pin_memory: bool,
+) -> None:
+    """Thread body: fill ``out`` from ``source`` until exhausted, failed or stopped."""
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=_POLL_SECONDS)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    try:
+        for batch in source:
+            if device is not None:
+                batch = move_to(batch, device, pin_memory)
+            if not put(batch):
+                break
+        else:
+            put(_End())
+    except BaseException as error:  # noqa: BLE001 - handed to the trainer, raised there
+        put(_Failure(error))
+    finally:
+        close = getattr(source, "close", None)
+        if callable(close):
+            close()
+
+
+@dataclass
+class EpochTiming:
+    """Where the trainer's time went in one epoch: waiting for batches vs. all of it."""
+
+    stall_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+    @property
+    def stall_fraction(self) -> float:
+        """Stall over wall time (0.0 before any batch)."""
+        return self.stall_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+
+class _Epoch(Generic[T]):
+    """One epoch's iterator: owns the thread; closing or dropping it ends the thread."""
+
+    def __init__(self, owner: Prefetcher[T], timing: EpochTiming) -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=owner.depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(  # its arguments must not reference this object
+            target=_produce,
+            args=(iter(owner.iterable), self._queue, self._stop, owner.device, owner.pin_memory),
+            name=THREAD_NAME,
+            daemon=True,
+        )
+        self._timing, self._start, self._done = timing, time.perf_counter(), False
+        self._thread.start()
+
+    def __iter__(self) -> _Epoch[T]:
+        return self
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        waited = time.perf_counter()
+        item = self._queue.get()
+        now = time.perf_counter()
+        self._timing.stall_seconds += now - waited
+        self._timing.wall_seconds = now - self._start
+        if isinstance(item, (_End, _Failure)):
+            self.close()
+            if isinstance(item, _Failure):
+                raise item.error
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        """Stop the producer and wait for its thread to end."""
+        self._done = True
+        self._stop.set()
+        while True:  # free the producer if it is blocked on a full queue
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        self._thread.join()
+
+    def __del__(self) -> None:
+        self._stop.set()  # the thread sees it within one poll and exits
+
+
+class Prefetcher(Generic[T]):
+    """Iterate ``iterable`` with ``depth`` batches made ahead on a background thread.
+
+    Args:
+        iterable: batches; re-iterated once per epoch (each ``iter()`` call).
+        depth: batches kept ready ahead of the trainer (default 2, at least 1).
+        device: if set, batches are moved there on the producing thread.
+        pin_memory: pin host tensors before a non-blocking copy; defaults to ``True`` when
+            ``device`` is a CUDA device.
+    """
+
+    def __init__(
+        self,
+        iterable: Iterable[T],
+        depth: int = 2,
+        *,
+        device: str | torch.device | None = None,
+        pin_memory: bool | None = None,
+    ) -> None:
+        if not isinstance(depth, int) or depth < 1:
+            raise InvalidRequestError(f"prefetch depth must be an int >= 1; got {depth!r}")
+        self.iterable, self.depth = iterable, depth
+        self.device = torch.device(device) if device is not None else None
+        is_cuda = self.device is not None and self.device.type == "cuda"
+        self.pin_memory = is_cuda if pin_memory is None else bool(pin_memory and is_cuda)
+        self.timing = EpochTiming()
+        self._epoch: weakref.ref[_Epoch[T]] | None = None  # weak: an abandoned loop ends its thread
+
+    def __iter__(self) -> Iterator[T]:
+        self.close()
+        self.timing = EpochTiming()
+        epoch = _Epoch(self, self.timing)
+        self._epoch = weakref.ref(epoch)
+        return epoch
+
+    def __len__(self) -> int:
+        return len(self.iterable)  # type: ignore[arg-type]
+
+    @property
+    def stall_seconds(self) -> float:
+        """Seconds the trainer waited for a batch in the current (or last) epoch."""
+        return self.timing.stall_seconds
+
+    @property
+    def stall_fraction(self) -> float:
+        """``stall_seconds`` over the current (or last) epoch's wall time so far."""
+        return self.timing.stall_fraction
+
+    def close(self) -> None:
+        """End the current epoch's thread, if any."""
+        epoch = self._epoch() if self._epoch is not None else None
+        if epoch is not None:
+            epoch.close()
+        self._epoch = None
+
+    def __enter__(self) -> Prefetcher[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_epoch": None}  # a running thread never travels
