@@ -1,0 +1,28 @@
+"""Neo4j fixtures: the session server (tests/neo4j_server.py) and a clean database per test."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from neo4j import Driver, GraphDatabase
+
+from neo4j_server import neo4j_server  # noqa: F401 - registers the session fixture
+
+
+def wipe(driver: Driver) -> None:
+    """Delete every node, relationship, constraint and index of the default database."""
+    with driver.session() as session:  # CALL ... IN TRANSACTIONS needs an implicit transaction
+        session.run("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS").consume()
+    for record in driver.execute_query("SHOW CONSTRAINTS YIELD name").records:
+        driver.execute_query(f"DROP CONSTRAINT `{record['name']}` IF EXISTS")
+    for record in driver.execute_query("SHOW INDEXES YIELD name, type WHERE type <> 'LOOKUP'").records:
+        driver.execute_query(f"DROP INDEX `{record['name']}` IF EXISTS")
+
+
+@pytest.fixture
+def neo4j_clean(neo4j_server: tuple) -> Iterator[tuple]:  # noqa: F811 - the imported fixture
+    """``(uri, auth)`` of the session's Neo4j, emptied before the test runs."""
+    uri, auth = neo4j_server
+    with GraphDatabase.driver(uri, auth=auth) as driver:
+        wipe(driver)
+    yield uri, auth
