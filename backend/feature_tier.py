@@ -1,0 +1,278 @@
+"""The server's feature read tier: per (node type, attr) a memory-mapped array exported from RocksDB.
+
+RocksDB stays the durable, updatable truth; its point reads are far too slow for training
+(~230k rows/s), so reads come from contiguous ``.npy`` arrays exported from it in bulk and
+memory-mapped (a feature set bigger than RAM is served through the page cache). The tier is
+versioned with the store: ``refresh(store)`` compares ``store.version()`` with the tier's and,
+when they differ, exports a new version folder and swaps it in.
+
+Layout of ``directory``::
+
+    CURRENT              the live version folder's name (replaced atomically)
+    v-<uuid>/            manifest.json (store version, one entry per array) and <k>.npy
+    .build-<uuid>/       a version being exported (renamed to v-<uuid> when complete)
+
+A swap renames a complete folder into place and then replaces ``CURRENT``; a reader that
+holds the old version (``snapshot()`` or a running ``gather``) keeps reading its own
+memory-maps, which stay valid after the old folder is deleted.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
+
+logger = logging.getLogger(__name__)
+
+CURRENT = "CURRENT"
+MANIFEST = "manifest.json"
+EXPORT_CHUNK_ROWS = 1 << 16
+_EXPORT_ATTEMPTS = 3
+
+
+class VersionedFeatureStore(Protocol):
+    """What the tier needs of a feature store (``RocksDBFeatureStore`` provides it)."""
+
+    def version(self) -> str: ...
+
+    def tensor_schema(self) -> list[Any]: ...
+
+    def get_tensor(self, *args: Any, **kwargs: Any) -> Tensor: ...
+
+
+def _storage_dtype(dtype: torch.dtype) -> np.dtype:
+    """The numpy dtype an array of ``dtype`` is kept as (raw bits for dtypes numpy lacks)."""
+    try:
+        return torch.empty(0, dtype=dtype).numpy().dtype
+    except TypeError:  # bfloat16 and friends: keep the bits in an unsigned int of equal size
+        return np.dtype(f"u{dtype.itemsize}")
+
+
+def _group_key(group: Any) -> Any:
+    """A group name read back from JSON: edge types come back as lists."""
+    return tuple(group) if isinstance(group, list) else group
+
+
+@dataclass(frozen=True)
+class TierArray:
+    """One exported (node type, attr): its rows, read-only and memory-mapped."""
+
+    group_name: Any
+    attr_name: str | None
+    dtype: torch.dtype
+    rows: np.ndarray
+
+    def gather(self, ids: Any) -> Tensor:
+        """Rows of ``ids`` (global) in order, duplicates kept; range-checked once.
+
+        Raises:
+            InvalidRequestError: ids that are not integers, or out of ``0 .. N-1``.
+        """
+        if isinstance(ids, Tensor):
+            ids = ids.detach().cpu().numpy()
+        ids = np.asarray(ids).reshape(-1)
+        if ids.dtype.kind not in "iu" and ids.size:
+            raise InvalidRequestError(
+                f"feature tier: ids for node type {self.group_name!r}, attr {self.attr_name!r} "
+                f"must be integers; got {ids.dtype}"
+            )
+        if not ids.size:
+            return torch.empty((0, *self.rows.shape[1:]), dtype=self.dtype)
+        n = self.rows.shape[0]
+        if (ids.min() < 0 or ids.max() >= n):
+            bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+            raise InvalidRequestError(
+                f"feature tier: id {bad} is out of range for node type {self.group_name!r}, "
+                f"attr {self.attr_name!r} (valid ids: 0..{n - 1})"
+            )
+        out = torch.from_numpy(np.take(self.rows, ids.astype(np.int64, copy=False), axis=0))
+        return out.view(self.dtype) if out.dtype != self.dtype else out
+
+
+@dataclass(frozen=True)
+class TierSnapshot:
+    """One consistent version of the tier: the store version it was exported from, and arrays."""
+
+    version: str
+    path: Path
+    arrays: dict[tuple[Any, str | None], TierArray]
+
+    def array(self, group_name: Any, attr_name: str | None) -> TierArray:
+        """The array of (node type, attr).
+
+        Raises:
+            NotFoundError: the tier holds no such (node type, attr).
+        """
+        found = self.arrays.get((group_name, attr_name))
+        if found is None:
+            have = sorted(f"{g!r}.{a!r}" for g, a in self.arrays)
+            raise NotFoundError(
+                f"feature tier {self.path} (store version {self.version}) has no attr "
+                f"{attr_name!r} of node type {group_name!r} (has: {', '.join(have) or 'none'})"
+            )
+        return found
+
+    @classmethod
+    def open(cls, path: Path) -> TierSnapshot:
+        """Memory-map a complete version folder.
+
+        Raises:
+            PreconditionError: a missing or unreadable manifest or array.
+        """
+        try:
+            manifest = json.loads((path / MANIFEST).read_text())
+            arrays = {}
+            for entry in manifest["arrays"]:
+                group, attr = _group_key(entry["group_name"]), entry["attr_name"]
+                shape = tuple(entry["shape"])
+                file = path / entry["file"]
+                # an empty file cannot be memory-mapped; it holds no rows to page in anyway
+                rows = np.load(file, mmap_mode="r" if np.prod(shape) else None)
+                if rows.shape != shape:
+                    raise ValueError(f"{file}: shape {rows.shape}, manifest says {shape}")
+                arrays[(group, attr)] = TierArray(group, attr, getattr(torch, entry["dtype"]), rows)
+            return cls(manifest["version"], path, arrays)
+        except (OSError, ValueError, KeyError) as exc:
+            raise PreconditionError(
+                f"feature tier version {path} is unreadable ({exc}); delete it and refresh"
+            ) from exc
+
+
+def export_snapshot(store: VersionedFeatureStore, directory: Path) -> Path:
+    """Export every attr of ``store`` into a new complete version folder under ``directory``.
+
+    Rows are copied ``EXPORT_CHUNK_ROWS`` at a time, so memory stays flat however big the
+    features are. The store's version is read before and after; an export that overlapped a
+    write is discarded and retried.
+
+    Raises:
+        PreconditionError: the store kept changing through every attempt.
+    """
+    for _ in range(_EXPORT_ATTEMPTS):
+        version = store.version()
+        build = directory / f".build-{uuid.uuid4().hex}"
+        build.mkdir(parents=True)
+        entries = [_export_array(store, schema, build, k) for k, schema in enumerate(store.tensor_schema())]
+        if store.version() != version:
+            shutil.rmtree(build)
+            logger.info("feature tier: store changed during export, retrying")
+            continue
+        (build / MANIFEST).write_text(json.dumps({"version": version, "arrays": entries}))
+        final = directory / f"v-{build.name.removeprefix('.build-')}"
+        os.rename(build, final)
+        return final
+    raise PreconditionError(
+        f"feature tier {directory}: the store changed during each of {_EXPORT_ATTEMPTS} exports; "
+        "refresh when writes pause"
+    )
+
+
+def _export_array(store: VersionedFeatureStore, schema: Any, build: Path, k: int) -> dict:
+    """Copy one (node type, attr) into ``build/<k>.npy``; return its manifest entry."""
+    shape, dtype = tuple(schema.shape), schema.dtype
+    file = build / f"{k}.npy"
+    storage = _storage_dtype(dtype)
+    if np.prod(shape) == 0:
+        np.save(file, np.empty(shape, dtype=storage))
+    else:
+        out = np.lib.format.open_memmap(file, mode="w+", dtype=storage, shape=shape)
+        for start in range(0, shape[0], EXPORT_CHUNK_ROWS):
+            index = torch.arange(start, min(start + EXPORT_CHUNK_ROWS, shape[0]))
+            rows = store.get_tensor(group_name=schema.group_name, attr_name=schema.attr_name, index=index)
+            raw = rows.contiguous().view(torch.uint8).numpy()
+            out[start : start + len(index)] = raw.view(storage).reshape(rows.shape)
+        out.flush()
+        del out
+    return {
+        "group_name": schema.group_name,
+        "attr_name": schema.attr_name,
+        "dtype": str(dtype).removeprefix("torch."),
+        "shape": list(shape),
+        "file": file.name,
+    }
+
+
+class FeatureTier:
+    """Memory-mapped feature arrays in ``directory``, rebuilt from the store when it changes.
+
+    Opening is cheap and safe in many processes; only one process should ``refresh``.
+    """
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.directory = Path(directory)
+        self._snapshot: TierSnapshot | None = None
+        pointer = self.directory / CURRENT
+        if pointer.is_file():
+            self._snapshot = TierSnapshot.open(self.directory / pointer.read_text().strip())
+
+    @property
+    def version(self) -> str | None:
+        """The store version the live arrays were exported from (``None`` before a refresh)."""
+        return self._snapshot.version if self._snapshot is not None else None
+
+    def snapshot(self) -> TierSnapshot:
+        """The live version; keep it to read one consistent version across several gathers.
+
+        Raises:
+            PreconditionError: nothing has been exported yet.
+        """
+        snap = self._snapshot
+        if snap is None:
+            raise PreconditionError(
+                f"feature tier {self.directory} is empty; call refresh(store) first"
+            )
+        return snap
+
+    def is_current(self, store: VersionedFeatureStore) -> bool:
+        """Whether the live arrays hold exactly the store's current rows."""
+        return self.version is not None and self.version == store.version()
+
+    def gather(self, group_name: Any, attr_name: str | None, ids: Any) -> Tensor:
+        """Rows of ``ids`` (global) of one (node type, attr) from the live version.
+
+        Raises:
+            NotFoundError: unknown (node type, attr).
+            InvalidRequestError: ids not integers or out of range.
+            PreconditionError: nothing has been exported yet.
+        """
+        return self.snapshot().array(group_name, attr_name).gather(ids)
+
+    def refresh(self, store: VersionedFeatureStore) -> bool:
+        """Export and swap in a new version if the store changed; return whether it did."""
+        if self.is_current(store):
+            return False
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._sweep(keep=())
+        folder = export_snapshot(store, self.directory)
+        snap = TierSnapshot.open(folder)
+        pointer = self.directory / f".{CURRENT}-{uuid.uuid4().hex}"
+        pointer.write_text(folder.name)
+        os.replace(pointer, self.directory / CURRENT)
+        self._snapshot = snap
+        self._sweep(keep=(folder.name,))
+        logger.info(
+            "feature tier %s: now at store version %s (%d arrays)",
+            self.directory, snap.version, len(snap.arrays),
+        )
+        return True
+
+    def _sweep(self, keep: Iterable[str]) -> None:
+        """Delete version and build folders other than ``keep`` (open memory-maps stay valid)."""
+        live = set(keep)
+        if (self.directory / CURRENT).is_file():
+            live.add((self.directory / CURRENT).read_text().strip())
+        for path in self.directory.iterdir():
+            if path.is_dir() and path.name not in live and path.name.startswith(("v-", ".build-")):
+                shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,128 @@
+"""FeatureTier: memory-mapped exports equal RocksDB's rows, versioned with it, swapped atomically."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gnnstore.backend import feature_tier
+from gnnstore.backend.feature_tier import FeatureTier
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
+
+FEATURES = {
+    ("paper", "x"): torch.randn(700, 6),
+    ("paper", "year"): torch.randint(-(2**40), 2**40, (700,)),
+    ("author", "x"): torch.randn(90, 2, 3).to(torch.bfloat16),
+    ("author", "flag"): torch.rand(90) > 0.5,
+    (("author", "writes", "paper"), "w"): torch.randn(50, 1).double(),
+    (None, "empty"): torch.empty(0, 4),
+}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RocksDBFeatureStore:
+    with RocksDBFeatureStore(tmp_path / "features") as s:
+        for (group, attr), x in FEATURES.items():
+            s.put_tensor(x, group_name=group, attr_name=attr, index=None)
+        yield s
+
+
+@pytest.fixture
+def tier(tmp_path: Path, store: RocksDBFeatureStore, monkeypatch: pytest.MonkeyPatch) -> FeatureTier:
+    monkeypatch.setattr(feature_tier, "EXPORT_CHUNK_ROWS", 64)  # several chunks per array
+    t = FeatureTier(tmp_path / "tier")
+    assert t.refresh(store)
+    return t
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8)
+
+
+@pytest.mark.parametrize(("group", "attr"), list(FEATURES))
+@pytest.mark.parametrize("id_dtype", [torch.int32, torch.int64])
+def test_gather_is_bit_identical_to_rocksdb(
+    tier: FeatureTier, store: RocksDBFeatureStore, group: object, attr: str, id_dtype: torch.dtype
+) -> None:
+    n = FEATURES[(group, attr)].shape[0]
+    gen = torch.Generator().manual_seed(3)
+    for size in (0, 1, 300):
+        ids = torch.randint(0, max(n, 1), (size if n else 0,), generator=gen, dtype=id_dtype)
+        ids = torch.cat([ids, ids[:7]])  # duplicates kept, in order
+        got = tier.gather(group, attr, ids)
+        want = store.get_tensor(group_name=group, attr_name=attr, index=ids.long())
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(bits(got), bits(want))
+
+
+def test_the_tier_is_versioned_with_the_store_and_reopens(tmp_path: Path, store: RocksDBFeatureStore, tier: FeatureTier) -> None:
+    assert tier.version == store.version() and tier.is_current(store)
+    assert not tier.refresh(store)
+    reopened = FeatureTier(tmp_path / "tier")
+    assert reopened.version == store.version()
+    assert torch.equal(reopened.gather("paper", "x", [4, 2]), FEATURES[("paper", "x")][[4, 2]])
+
+
+def test_rebuild_and_swap_keeps_old_readers_consistent(tmp_path: Path, store: RocksDBFeatureStore, tier: FeatureTier) -> None:
+    old = tier.snapshot()
+    old_x = FEATURES[("paper", "x")]
+    new_rows = torch.full((2, 6), 7.0)
+    store.put_tensor(new_rows, group_name="paper", attr_name="x", index=torch.tensor([1, 699]))
+    assert not tier.is_current(store)
+    assert tier.refresh(store)
+    assert tier.version == store.version() != old.version
+    assert torch.equal(tier.gather("paper", "x", [699, 0, 1]), torch.stack([new_rows[1], old_x[0], new_rows[0]]))
+    # the old version's folder is gone from disk, yet a reader holding it reads the old rows
+    assert not old.path.exists()
+    assert torch.equal(old.array("paper", "x").gather([699, 1]), old_x[[699, 1]])
+    versions = [p.name for p in (tmp_path / "tier").iterdir() if p.is_dir()]
+    assert versions == [tier.snapshot().path.name]
+
+
+def test_an_export_that_overlaps_a_write_is_retried(tmp_path: Path, store: RocksDBFeatureStore) -> None:
+    class WriteDuringFirstRead(RocksDBFeatureStore):
+        writes_left = 1
+
+        def _get_tensor(self, attr):  # noqa: ANN001, ANN202 - PyG hook
+            if self.writes_left:
+                self.writes_left -= 1
+                self.put_tensor(torch.zeros(1, 6), group_name="paper", attr_name="x", index=torch.tensor([3]))
+            return super()._get_tensor(attr)
+
+    path = store.path
+    store.close()
+    with WriteDuringFirstRead(path) as writer:
+        tier = FeatureTier(tmp_path / "tier")
+        tier.refresh(writer)
+        assert tier.version == writer.version()
+        assert torch.equal(tier.gather("paper", "x", [3]), torch.zeros(1, 6))
+
+
+def test_leftover_builds_are_swept_on_refresh(tmp_path: Path, store: RocksDBFeatureStore, tier: FeatureTier) -> None:
+    (tmp_path / "tier" / ".build-crashed").mkdir()
+    store.put_tensor(torch.ones(1, 6), group_name="paper", attr_name="x", index=torch.tensor([0]))
+    tier.refresh(store)
+    assert not (tmp_path / "tier" / ".build-crashed").exists()
+
+
+def test_bad_requests_name_type_attr_and_id(tmp_path: Path, tier: FeatureTier) -> None:
+    with pytest.raises(InvalidRequestError, match="id 700 is out of range for node type 'paper', attr 'x' \\(valid ids: 0..699\\)"):
+        tier.gather("paper", "x", torch.tensor([1, 700]))
+    with pytest.raises(InvalidRequestError, match="id -2 is out of range for node type 'author'"):
+        tier.gather("author", "x", np.array([-2]))
+    with pytest.raises(InvalidRequestError, match="must be integers; got float32"):
+        tier.gather("paper", "x", torch.tensor([1.0]))
+    with pytest.raises(NotFoundError, match="no attr 'y' of node type 'paper'"):
+        tier.gather("paper", "y", [0])
+    with pytest.raises(PreconditionError, match="is empty; call refresh"):
+        FeatureTier(tmp_path / "nothing").gather("paper", "x", [0])
+    assert torch.equal(tier.gather("paper", "x", [0]), FEATURES[("paper", "x")][[0]])
+
+
+def test_a_corrupt_version_folder_is_reported(tmp_path: Path, tier: FeatureTier) -> None:
+    (tier.snapshot().path / "0.npy").write_bytes(b"not an array")
+    with pytest.raises(PreconditionError, match="unreadable"):
+        FeatureTier(tmp_path / "tier")
