@@ -1,0 +1,168 @@
+"""Topology snapshots: CSC/CSR layout, streamed builds from a graph store, the folder format, staleness."""
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sampler_checks import InMemoryGraphStore, hetero_graph, power_law_edge_index
+
+from gnnstore.backend.sampler import SamplingEngine
+from gnnstore.backend.snapshot_builder import build_snapshot
+from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.proto.errors import InvalidRequestError, MalformedFileError, NotFoundError, PreconditionError
+
+N, E = 200, 1500
+
+
+def _assert_csc_matches(topo, src: torch.Tensor, dst: torch.Tensor) -> None:
+    """colptr/row/e_id equal PyG's stable sort of the COO by destination."""
+    perm = torch.sort(dst, stable=True).indices
+    assert np.array_equal(topo.colptr, np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=topo.num_dst))]))
+    assert np.array_equal(topo.e_id, perm.numpy())
+    assert np.array_equal(topo.row, src[perm].numpy())
+
+
+def _assert_csr_matches(topo, src: torch.Tensor, dst: torch.Tensor) -> None:
+    perm = torch.sort(src, stable=True).indices
+    assert np.array_equal(topo.rowptr, np.concatenate([[0], np.cumsum(np.bincount(src, minlength=topo.num_src))]))
+    assert np.array_equal(topo.csr_e_id, perm.numpy())
+    assert np.array_equal(topo.col, dst[perm].numpy())
+
+
+def test_from_edge_index_builds_a_stable_csc_and_csr() -> None:
+    ei = power_law_edge_index(N, E, seed=1)
+    snap = TopologySnapshot.from_edge_index(ei, N, csr=True)
+    topo = snap.edge(None)
+    assert not snap.is_hetero and snap.num_nodes == {None: N}
+    assert topo.row.dtype == np.int32 and topo.colptr.dtype == np.int64 and topo.e_id.dtype == np.int64
+    _assert_csc_matches(topo, *ei)
+    _assert_csr_matches(topo, *ei)
+
+
+def test_hetero_data_gives_one_csc_per_edge_type() -> None:
+    data = hetero_graph(seed=2)
+    snap = TopologySnapshot.from_data(data)
+    assert snap.is_hetero and set(snap.edge_types) == set(data.edge_types)
+    assert snap.num_nodes == {nt: data[nt].num_nodes for nt in data.node_types}
+    for et in data.edge_types:
+        _assert_csc_matches(snap.edge(et), *data[et].edge_index)
+    with pytest.raises(NotFoundError, match="'paper', 'likes', 'paper'"):
+        snap.edge(("paper", "likes", "paper"))
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 1 << 20])
+def test_build_streams_chunks_into_a_memory_mapped_folder(tmp_path, chunk_size: int) -> None:
+    ei = power_law_edge_index(N, E, seed=3)
+    store = InMemoryGraphStore({None: (ei, (N, N))}, version="v1")
+    snap = build_snapshot(store, tmp_path, csr=True, chunk_size=chunk_size)
+    topo = snap.edge(None)
+    assert snap.path == tmp_path / "v1" and snap.version == "v1"
+    assert isinstance(topo.row, np.memmap) and isinstance(topo.e_id, np.memmap)
+    _assert_csc_matches(topo, *ei)
+    _assert_csr_matches(topo, *ei)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v1"]  # no staging folder left
+
+
+def test_hetero_store_build_matches_the_in_memory_snapshot(tmp_path) -> None:
+    data = hetero_graph(seed=4)
+    edges = {et: (data[et].edge_index, (data[et[0]].num_nodes, data[et[-1]].num_nodes)) for et in data.edge_types}
+    snap = build_snapshot(InMemoryGraphStore(edges), tmp_path, chunk_size=50)
+    mem = TopologySnapshot.from_data(data)
+    assert snap.num_nodes == mem.num_nodes
+    for et in data.edge_types:
+        for name in ("colptr", "row", "e_id"):
+            assert np.array_equal(getattr(snap.edge(et), name), getattr(mem.edge(et), name))
+    reopened = TopologySnapshot.open(snap.path)
+    assert reopened.edge_types == snap.edge_types and reopened.built_at == snap.built_at
+
+
+def test_same_version_is_reused_and_a_new_version_is_stale(tmp_path) -> None:
+    ei = power_law_edge_index(N, E, seed=5)
+    store = InMemoryGraphStore({None: (ei, (N, N))}, version="v1")
+    first = build_snapshot(store, tmp_path)
+    assert build_snapshot(store, tmp_path).built_at == first.built_at
+    assert not first.is_stale(store)
+    store.edges = {None: (ei[:, :100], (N, N))}
+    store._version = "v2"
+    assert first.is_stale(store)
+    second = build_snapshot(store, tmp_path)
+    assert second.version == "v2" and second.edge(None).num_edges == 100
+    assert first.edge(None).num_edges == E  # the old version stays readable
+    rebuilt = build_snapshot(store, tmp_path, rebuild=True)
+    assert rebuilt.built_at > second.built_at and rebuilt.edge(None).num_edges == 100
+    with_csr = build_snapshot(store, tmp_path, csr=True)
+    assert with_csr.edge(None).has_csr and not second.edge(None).has_csr
+
+
+def test_node_counts_from_outside_the_edges_widen_the_snapshot(tmp_path) -> None:
+    ei = torch.tensor([[0, 1], [1, 2]])
+    snap = build_snapshot(InMemoryGraphStore({None: (ei, (3, 3))}), tmp_path, num_nodes={None: 10})
+    assert snap.num_nodes == {None: 10} and snap.edge(None).colptr.shape == (11,)
+    out = SamplingEngine(snap).sample(torch.tensor([9, 2]), [-1], random_seed=0)
+    assert out.node.tolist() == [9, 2, 1] and out.edge.tolist() == [1]
+
+
+def test_a_snapshot_saved_from_memory_samples_like_the_original(tmp_path) -> None:
+    ei = power_law_edge_index(N, E, seed=6)
+    mem = TopologySnapshot.from_edge_index(ei, N, version="m1")
+    disk = mem.save(tmp_path)
+    seeds = torch.arange(0, 50)
+    a = SamplingEngine(mem).sample(seeds, [5, 5], random_seed=3)
+    b = SamplingEngine(disk).sample(seeds, [5, 5], random_seed=3)
+    assert torch.equal(a.node, b.node) and torch.equal(a.edge, b.edge)
+
+
+def test_a_mapped_snapshot_pickles_as_its_path(tmp_path) -> None:
+    ei = power_law_edge_index(N, 20_000, seed=7)
+    snap = build_snapshot(InMemoryGraphStore({None: (ei, (N, N))}), tmp_path)
+    blob = pickle.dumps(SamplingEngine(snap))
+    assert len(blob) < 2_000
+    engine = pickle.loads(blob)
+    assert np.array_equal(engine.snapshot.edge(None).row, snap.edge(None).row)
+
+
+def test_an_out_of_range_id_from_the_store_publishes_nothing(tmp_path) -> None:
+    ei = torch.tensor([[0, 1, 5], [1, 2, 0]])
+    with pytest.raises(PreconditionError, match=r"source id 5, outside its size \[0, 3\)"):
+        build_snapshot(InMemoryGraphStore({None: (ei, (3, 3))}, version="bad"), tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_sizes_and_empty_stores_are_refused(tmp_path) -> None:
+    with pytest.raises(PreconditionError, match="no edge types"):
+        build_snapshot(InMemoryGraphStore({}), tmp_path)
+    with pytest.raises(PreconditionError, match="edge type None has no size"):
+        build_snapshot(InMemoryGraphStore({None: (torch.tensor([[0], [1]]), None)}), tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_broken_folders_are_named(tmp_path) -> None:
+    with pytest.raises(PreconditionError, match="meta.json is missing"):
+        TopologySnapshot.open(tmp_path / "nothing")
+    snap = TopologySnapshot.from_edge_index(torch.tensor([[0], [1]]), 2, version="x").save(tmp_path)
+    meta = json.loads((snap.path / "meta.json").read_text())
+    (snap.path / "e0.row.npy").write_bytes(b"garbage")
+    with pytest.raises(MalformedFileError, match="e0.row.npy"):
+        TopologySnapshot.open(snap.path)
+    meta["node_types"] = "oops"
+    (snap.path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(MalformedFileError, match="meta.json"):
+        TopologySnapshot.open(snap.path)
+
+
+@pytest.mark.parametrize(
+    "edge_index, num_nodes, fragment",
+    [
+        (torch.tensor([[0, 3], [1, 1]]), 3, r"source id 3 is out of range \[0, 3\)"),
+        (torch.tensor([[0, 1], [1, -1]]), 3, "destination id -1"),
+        (torch.tensor([0, 1]), 3, r"must be a \[2, E\] tensor"),
+        (torch.tensor([[0.0], [1.0]]), 3, "must hold integers"),
+        (torch.tensor([[0], [1]]), -2, "num_nodes of node type None must be an int >= 0"),
+    ],
+)
+def test_bad_in_memory_input_is_refused(edge_index, num_nodes, fragment: str) -> None:
+    with pytest.raises(InvalidRequestError, match=fragment):
+        TopologySnapshot.from_edge_index(edge_index, num_nodes)
