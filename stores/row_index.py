@@ -1,0 +1,96 @@
+"""Turns PyG's index forms (None, slice, int, int tensor or array) into checked global row ids."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gnnstore.proto.errors import InvalidRequestError
+
+GroupName = str | tuple[str, str, str] | None
+
+
+def check_group_name(group: object) -> GroupName:
+    """Return ``group`` if it is a node type (str), an edge type (3 str) or None (homogeneous).
+
+    Raises:
+        InvalidRequestError: anything else, including ``''`` (use ``None`` for homogeneous).
+    """
+    if group is None or (isinstance(group, str) and group):
+        return group
+    if isinstance(group, (tuple, list)) and len(group) == 3 and all(
+        isinstance(part, str) and part for part in group
+    ):
+        return tuple(group)
+    raise InvalidRequestError(
+        f"group_name must be a node type (non-empty str), an edge type (3 str) or None for a "
+        f"homogeneous graph, got {group!r}"
+    )
+
+
+def resolve_index(
+    index: object, num_rows: int, group: GroupName, attr: str, *, allow_append: bool = False
+) -> np.ndarray:
+    """Global row ids selected by ``index`` as int64, order and duplicates kept.
+
+    An ``int`` gives a 0-d array (one row, no leading dimension); every other form gives a
+    1-D array. With ``allow_append`` (puts), ids at or past ``num_rows`` are accepted when
+    they extend the rows densely (``num_rows .. k`` all present).
+
+    Raises:
+        InvalidRequestError: an index of the wrong type, or an id out of range.
+    """
+    if index is None:
+        return np.arange(num_rows, dtype=np.int64)
+    if isinstance(index, slice):
+        return np.arange(*index.indices(num_rows), dtype=np.int64)
+    if isinstance(index, (int, np.integer)) and not isinstance(index, (bool, np.bool_)):
+        ids = np.asarray(int(index), dtype=np.int64)
+    elif isinstance(index, Tensor):
+        ids = _integer_array(index.detach().cpu().numpy() if index.dtype != torch.bool else None,
+                             index, group, attr)
+    else:
+        arr = np.asarray(index) if isinstance(index, (np.ndarray, list, tuple)) else None
+        ids = _integer_array(arr, index, group, attr)
+    _check_range(ids, num_rows, group, attr, allow_append)
+    return ids
+
+
+def _integer_array(arr: np.ndarray | None, index: object, group: GroupName, attr: str) -> np.ndarray:
+    if arr is None or arr.ndim > 1 or not (arr.dtype.kind in "iu" or arr.size == 0):
+        kind = getattr(index, "dtype", type(index).__name__)
+        shape = list(getattr(index, "shape", []))
+        raise InvalidRequestError(
+            f"feature {group!r}.{attr!r}: index must be None, a slice, an int or a 1-D integer "
+            f"tensor/array of global ids, got {kind} of shape {shape}"
+        )
+    return arr.astype(np.int64, copy=False)
+
+
+def _check_range(
+    ids: np.ndarray, num_rows: int, group: GroupName, attr: str, allow_append: bool
+) -> None:
+    if ids.size == 0:
+        return
+    flat = ids.reshape(-1)
+    low, high = int(flat.min()), int(flat.max())
+    limit = high + 1 if allow_append else num_rows
+    if low >= 0 and high < limit:
+        if high < num_rows:
+            return
+        appended = np.unique(flat[flat >= num_rows])
+        if len(appended) == high + 1 - num_rows:
+            return
+        gap = int(np.setdiff1d(np.arange(num_rows, high + 1), appended)[0])
+        raise InvalidRequestError(
+            f"feature {group!r}.{attr!r}: rows must stay dense; id {high} leaves id {gap} "
+            f"unset (stored rows: {_valid(num_rows)}; append ids {num_rows}.. contiguously)"
+        )
+    bad = low if low < 0 else high
+    raise InvalidRequestError(
+        f"feature {group!r}.{attr!r}: id {bad} is out of range (valid ids: {_valid(num_rows)})"
+    )
+
+
+def _valid(num_rows: int) -> str:
+    return f"0..{num_rows - 1}" if num_rows else "none, the feature has 0 rows"
