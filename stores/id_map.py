@@ -77,6 +77,7 @@ class IdMap:
             if not key.startswith(_TYPE):
                 break
             self._types[json.loads(key[len(_TYPE):])] = _TypeInfo.from_json(value)
+        self._types = dict(sorted(self._types.items(), key=lambda kv: kv[1].slot))
 
     def close(self) -> None:
         """Flush and close the database; the map is unusable afterwards."""
