@@ -1,0 +1,202 @@
+"""Writes a PyG Data/HeteroData into the stores: keys to the id map, node tensors, edges.
+
+Order and failure model. Everything that can be checked without writing is checked first (see
+``plan.py``), including, for node types the id map already knows, how the new rows fit the
+stored features. Then the writes run in this order, each atomic on its own:
+
+1. the id map, one ``map_keys`` (or ``identity``) per node type;
+2. the feature store, one whole-tensor put per (node type, attr) (an SST file switched in by one
+   WriteBatch) or, when the ingest adds rows to a type, one indexed put;
+3. the graph store, one ``put_edge_index`` per edge type, which replaces that edge type.
+
+A crash between two writes leaves a prefix of them: ids given to keys whose features or edges
+are missing, or some attrs / edge types new and others old. Ids never change once given, every
+feature put and edge put replaces what it writes, so re-running the same ingest repairs it: the
+same keys get the same ids and the remaining writes are redone, with no duplicated edges.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.typing import NodeType
+from tqdm import tqdm
+
+from gnnstore.ingest.plan import EdgePlan, NodePlan, plan_ingest
+from gnnstore.ingest.report import IngestReport, IngestStep
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+
+if TYPE_CHECKING:
+    from gnnstore.stores.data_dir import Stores
+    from gnnstore.stores.id_map import IdMap
+
+logger = logging.getLogger(__name__)
+
+
+def ingest_graph(
+    data: Data | HeteroData,
+    stores: Stores,
+    *,
+    keys: Mapping[NodeType | None, object] | None = None,
+    progress: bool = False,
+) -> IngestReport:
+    """Load ``data`` into ``stores``: node keys, every node-level tensor, every edge type.
+
+    Node rows are stored at the **global** ids the id map gives their keys; edges are
+    translated from ``data``'s local positions to global ids. Re-running the same ingest gives
+    the same ids and the same edges (edge types are replaced, never appended).
+
+    Args:
+        data: a homogeneous ``Data`` (node type and edge type ``None``) or a ``HeteroData``.
+        stores: the open stores (``gnnstore.stores.open_stores``).
+        keys: external keys (int or str) per node type, one per node in local order; a type
+            without keys uses ``0 .. N-1``.
+        progress: show a tqdm bar with rows/s on stderr.
+
+    Raises:
+        InvalidRequestError: bad tensors, keys or edges, or rows that do not fit the features
+            already stored for a type; raised before anything is written, except when new keys
+            are added to a type the id map knows (then those keys keep their new ids).
+    """
+    start = time.perf_counter()
+    nodes, edges = plan_ingest(data, keys)
+    ids = {plan.node_type: _known_ids(stores.id_map, plan) for plan in nodes}
+    for plan in nodes:
+        if ids[plan.node_type] is not None:
+            _check_rows_fit(stores, plan, ids[plan.node_type], _num_nodes_after(stores.id_map, plan))
+    report = IngestReport()
+    total = sum(p.num_nodes * (1 + len(p.attrs)) for p in nodes) + sum(
+        e.edge_index.size(1) for e in edges
+    )
+    with tqdm(total=total, unit="rows", unit_scale=True, disable=not progress) as bar:
+        for plan in nodes:
+            with _step(report, bar, "nodes", repr(plan.node_type), plan.num_nodes):
+                ids[plan.node_type] = _map_ids(stores.id_map, plan, ids[plan.node_type])
+        num_nodes = {p.node_type: stores.id_map.num_nodes(p.node_type) for p in nodes}
+        for plan in nodes:
+            _check_rows_fit(stores, plan, ids[plan.node_type], num_nodes[plan.node_type])
+            _put_features(stores, plan, ids[plan.node_type], num_nodes[plan.node_type], report, bar)
+        for plan in edges:
+            with _step(report, bar, "edges", repr(plan.edge_type), plan.edge_index.size(1)):
+                _put_edges(stores, plan, ids, num_nodes)
+    report.seconds = time.perf_counter() - start
+    logger.info("ingest done: %d steps in %.2f s", len(report.steps), report.seconds)
+    return report
+
+
+@contextmanager
+def _step(report: IngestReport, bar: tqdm, kind: str, name: str, rows: int) -> Iterator[None]:
+    """Time one write, add it to ``report`` and advance ``bar`` by its rows."""
+    bar.set_description(f"{kind} {name}")
+    start = time.perf_counter()
+    yield
+    report.steps.append(IngestStep(kind, name, rows, time.perf_counter() - start))
+    bar.update(rows)
+
+
+def _known_ids(id_map: IdMap, plan: NodePlan) -> Tensor | None:
+    """The global ids the keys will have, when that is known without writing (else ``None``).
+
+    A type the id map has never seen gives its keys ``0 .. N-1`` in order; for a known type,
+    the ids are known when every key is already mapped.
+    """
+    if plan.node_type not in id_map.node_types():
+        return torch.arange(plan.num_nodes)
+    try:
+        return id_map.to_ids(plan.node_type, _keys_or_range(plan))
+    except NotFoundError:
+        return None
+
+
+def _num_nodes_after(id_map: IdMap, plan: NodePlan) -> int:
+    """How many ids the type has once this ingest's keys, all already known or new, are mapped."""
+    if plan.node_type not in id_map.node_types():
+        return plan.num_nodes
+    return id_map.num_nodes(plan.node_type)
+
+
+def _keys_or_range(plan: NodePlan) -> object:
+    return plan.keys if plan.keys is not None else torch.arange(plan.num_nodes)
+
+
+def _map_ids(id_map: IdMap, plan: NodePlan, known: Tensor | None) -> Tensor:
+    """Give the keys their global ids (no write when they all have one already)."""
+    if plan.node_type not in id_map.node_types() and plan.keys is None:
+        id_map.identity(plan.node_type, plan.num_nodes)  # nothing written per key
+        return torch.arange(plan.num_nodes)
+    if known is not None and plan.node_type in id_map.node_types():
+        return known
+    return id_map.map_keys(plan.node_type, _keys_or_range(plan))
+
+
+def _check_rows_fit(stores: Stores, plan: NodePlan, ids: Tensor, num_nodes: int) -> None:
+    """Check that after this ingest every attr of the type has exactly ``num_nodes`` rows.
+
+    An ingest that covers every id of the type replaces its attrs whole; one that covers only
+    some ids updates those rows, which needs each attr already stored with the same dtype and
+    row shape, and leaves no id without a row.
+    """
+    if plan.num_nodes == num_nodes:
+        return
+    nt = plan.node_type
+    stored = {s.attr_name: s for s in stores.feature_store.tensor_schema() if s.group_name == nt}
+    for name, tensor in plan.attrs.items():
+        schema = stored.get(name)
+        if schema is None:
+            raise InvalidRequestError(
+                f"node type {nt!r} has {num_nodes} nodes but attr {name!r} is given for "
+                f"{plan.num_nodes} of them and not stored for the others"
+            )
+        if schema.dtype != tensor.dtype or tuple(schema.shape[1:]) != tuple(tensor.shape[1:]):
+            raise InvalidRequestError(
+                f"node type {nt!r}: attr {name!r} is stored as {schema.dtype} rows of shape "
+                f"{list(schema.shape[1:])}, got {tensor.dtype} rows of shape {list(tensor.shape[1:])}"
+            )
+    for name, schema in stored.items():
+        rows_after = schema.shape[0]
+        if name in plan.attrs:
+            rows_after += int((ids >= schema.shape[0]).sum())
+        if rows_after < num_nodes:
+            raise InvalidRequestError(
+                f"node type {nt!r}: attr {name!r} would have no row for {num_nodes - rows_after} "
+                f"of its {num_nodes} nodes; give {name!r} for every new node"
+            )
+
+
+def _put_features(
+    stores: Stores, plan: NodePlan, ids: Tensor, num_nodes: int, report: IngestReport, bar: tqdm
+) -> None:
+    """Put every attr of one node type: whole when the ingest covers the type, else by id."""
+    whole = plan.num_nodes == num_nodes
+    in_order = whole and bool(torch.equal(ids, torch.arange(num_nodes)))
+    for name, tensor in plan.attrs.items():
+        with _step(report, bar, "features", f"{plan.node_type!r}.{name}", plan.num_nodes):
+            if in_order:
+                stores.feature_store.put_tensor(tensor, group_name=plan.node_type, attr_name=name)
+            elif whole:
+                rows = torch.empty_like(tensor)
+                rows[ids] = tensor
+                stores.feature_store.put_tensor(rows, group_name=plan.node_type, attr_name=name)
+            else:
+                stores.feature_store.put_tensor(
+                    tensor, group_name=plan.node_type, attr_name=name, index=ids
+                )
+
+
+def _put_edges(
+    stores: Stores, plan: EdgePlan, ids: dict[NodeType | None, Tensor],
+    num_nodes: dict[NodeType | None, int],
+) -> None:
+    """Replace one edge type by ``plan``'s edges, translated to global ids."""
+    row = ids[plan.src_type][plan.edge_index[0]]
+    col = ids[plan.dst_type][plan.edge_index[1]]
+    stores.graph_store.put_edge_index(
+        (row, col), edge_type=plan.edge_type, layout="coo",
+        size=(num_nodes[plan.src_type], num_nodes[plan.dst_type]),
+    )
