@@ -201,7 +201,9 @@ class SamplingEngine:
             out[nt] = _EMPTY if ids is None else _check_ids(nt, ids, self.snapshot.num_nodes[nt])
         return out
 
-    def _run_shared(self, seeds, fanouts, replace, state):  # noqa: ANN001, ANN202
+    def _run_shared(
+        self, seeds: dict[NodeType | None, np.ndarray], fanouts: Fanouts, replace: bool, state: np.ndarray
+    ) -> "_Run":
         """All hops with the dense global→local arrays; resets exactly the touched entries."""
         assoc = self._pool.acquire()  # not returned if a kernel raises: it may hold stale ids
         run = _Run(seeds, self.node_types, self.edge_types, disjoint=False)
@@ -227,7 +229,9 @@ class SamplingEngine:
         self._pool.release(assoc)
         return run
 
-    def _run_disjoint(self, seeds, fanouts, replace, state):  # noqa: ANN001, ANN202
+    def _run_disjoint(
+        self, seeds: dict[NodeType | None, np.ndarray], fanouts: Fanouts, replace: bool, state: np.ndarray
+    ) -> "_Run":
         """All hops with per-call ``(seed index, node)`` hash tables."""
         run = _Run(seeds, self.node_types, self.edge_types, disjoint=True)
         num_nodes = self.snapshot.num_nodes
@@ -273,7 +277,14 @@ class SamplingEngine:
 class _Run:
     """What one call has sampled so far, per node type and edge type, hop by hop."""
 
-    def __init__(self, seeds: dict, node_types: list, edge_types: list, *, disjoint: bool) -> None:
+    def __init__(
+        self,
+        seeds: dict[NodeType | None, np.ndarray],
+        node_types: list[NodeType | None],
+        edge_types: list[EdgeType | None],
+        *,
+        disjoint: bool,
+    ) -> None:
         self.nodes = {nt: [ids] for nt, ids in seeds.items()}
         self.batch = {nt: [np.arange(ids.shape[0])] for nt, ids in seeds.items()} if disjoint else {}
         self.count = {nt: ids.shape[0] for nt, ids in seeds.items()}
@@ -289,7 +300,16 @@ class _Run:
         self._new = {nt: [] for nt in node_types}
         self._new_batch = {nt: [] for nt in node_types}
 
-    def add_edges(self, et, src, row, col, edge, new_nodes, new_batch=None) -> None:  # noqa: ANN001
+    def add_edges(
+        self,
+        et: EdgeType | None,
+        src: NodeType | None,
+        row: np.ndarray,
+        col: np.ndarray,
+        edge: np.ndarray,
+        new_nodes: np.ndarray,
+        new_batch: np.ndarray | None = None,
+    ) -> None:
         """Record one (hop, edge type) result; new source nodes join this hop's frontier."""
         self.rows[et].append(row)
         self.cols[et].append(col)

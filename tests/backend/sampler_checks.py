@@ -41,7 +41,9 @@ def hetero_graph(seed: int = 0) -> HeteroData:
 class InMemoryGraphStore(BaseGraphStore):
     """A BaseGraphStore over COO tensors held in memory, with a settable version."""
 
-    def __init__(self, edges: dict[EdgeType | None, tuple[Tensor, tuple[int, int]]], version: str = "v1") -> None:
+    def __init__(
+        self, edges: dict[EdgeType | None, tuple[Tensor, tuple[int, int] | None]], version: str = "v1"
+    ) -> None:
         super().__init__()
         self.edges, self._version = edges, version
 

@@ -94,7 +94,8 @@ def test_threads_share_one_engine(graph: Data, engine: SamplingEngine) -> None:
             for _ in range(20):
                 out = engine.sample(torch.arange(s, s + 40), [8, 4], random_seed=s)
                 assert torch.equal(out.edge, expected[s].edge) and torch.equal(out.row, expected[s].row)
-                check_batch(out, {None: (src, dst)}, {None: N}, {None: [8, 4]}, {None: torch.arange(s, s + 40)})
+                seeds = {None: torch.arange(s, s + 40)}
+                check_batch(out, {None: (src, dst)}, {None: N}, {None: [8, 4]}, seeds)
         except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
             errors.append(exc)
 
@@ -161,7 +162,8 @@ def test_negatives_are_the_global_ids_pyg_drew(engine: SamplingEngine, mode: str
     if mode == "binary":
         src_neg, dst_neg = neg.sample(num_neg, "src", N), neg.sample(num_neg, "dst", N)
         _, label_index, label, _ = out.metadata
-        assert torch.equal(out.node[label_index], torch.stack([torch.cat([row, src_neg]), torch.cat([col, dst_neg])]))
+        want = torch.stack([torch.cat([row, src_neg]), torch.cat([col, dst_neg])])
+        assert torch.equal(out.node[label_index], want)
         assert label.tolist() == [1] * 4 + [0] * num_neg
     else:
         dst_neg = neg.sample(num_neg, "dst", N)
@@ -218,6 +220,6 @@ def test_bad_link_input_is_refused(engine: SamplingEngine) -> None:
         )
     with pytest.raises(InvalidRequestError, match="temporal"):
         sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([0]), time=torch.tensor([1])))
-    with pytest.raises(NotFoundError):
-        SamplingEngine(TopologySnapshot.from_edge_index({("a", "r", "b"): torch.tensor([[0], [0]])},
-                                                        {"a": 1, "b": 1})).sample({"c": torch.tensor([0])}, [1])
+    hetero = TopologySnapshot.from_edge_index({("a", "r", "b"): torch.tensor([[0], [0]])}, {"a": 1, "b": 1})
+    with pytest.raises(NotFoundError, match="node type 'c' is not in the graph"):
+        SamplingEngine(hetero).sample({"c": torch.tensor([0])}, [1])

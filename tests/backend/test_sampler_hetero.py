@@ -103,8 +103,10 @@ def test_link_loader_on_distinct_and_equal_endpoint_types(
 ) -> None:
     sampler = SnapshotNeighborSampler(engine, [3, 2], disjoint=disjoint, seed=2)
     label_index = graph[edge_type].edge_index[:, :60]
-    loader = LinkNeighborLoader(graph, [3, 2], neighbor_sampler=sampler, edge_label_index=(edge_type, label_index),
-                                batch_size=20, neg_sampling=NegativeSampling(mode, 2))
+    loader = LinkNeighborLoader(
+        graph, [3, 2], neighbor_sampler=sampler, edge_label_index=(edge_type, label_index),
+        batch_size=20, neg_sampling=NegativeSampling(mode, 2),
+    )
     src_t, dst_t = edge_type[0], edge_type[-1]
     for batch in loader:
         pos = label_index[:, batch[edge_type].input_id]

@@ -20,14 +20,16 @@ N, E = 200, 1500
 def _assert_csc_matches(topo, src: torch.Tensor, dst: torch.Tensor) -> None:
     """colptr/row/e_id equal PyG's stable sort of the COO by destination."""
     perm = torch.sort(dst, stable=True).indices
-    assert np.array_equal(topo.colptr, np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=topo.num_dst))]))
+    counts = np.bincount(dst, minlength=topo.num_dst)
+    assert np.array_equal(topo.colptr, np.concatenate([[0], np.cumsum(counts)]))
     assert np.array_equal(topo.e_id, perm.numpy())
     assert np.array_equal(topo.row, src[perm].numpy())
 
 
 def _assert_csr_matches(topo, src: torch.Tensor, dst: torch.Tensor) -> None:
     perm = torch.sort(src, stable=True).indices
-    assert np.array_equal(topo.rowptr, np.concatenate([[0], np.cumsum(np.bincount(src, minlength=topo.num_src))]))
+    counts = np.bincount(src, minlength=topo.num_src)
+    assert np.array_equal(topo.rowptr, np.concatenate([[0], np.cumsum(counts)]))
     assert np.array_equal(topo.csr_e_id, perm.numpy())
     assert np.array_equal(topo.col, dst[perm].numpy())
 
@@ -68,7 +70,10 @@ def test_build_streams_chunks_into_a_memory_mapped_folder(tmp_path, chunk_size: 
 
 def test_hetero_store_build_matches_the_in_memory_snapshot(tmp_path) -> None:
     data = hetero_graph(seed=4)
-    edges = {et: (data[et].edge_index, (data[et[0]].num_nodes, data[et[-1]].num_nodes)) for et in data.edge_types}
+    edges = {
+        et: (data[et].edge_index, (data[et[0]].num_nodes, data[et[-1]].num_nodes))
+        for et in data.edge_types
+    }
     snap = build_snapshot(InMemoryGraphStore(edges), tmp_path, chunk_size=50)
     mem = TopologySnapshot.from_data(data)
     assert snap.num_nodes == mem.num_nodes
