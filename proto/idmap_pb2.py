@@ -25,25 +25,29 @@ _sym_db = _symbol_database.Default()
 from . import common_pb2 as gnnstore_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gnnstore/v1/idmap.proto\x12\x0bgnnstore.v1\x1a\x18gnnstore/v1/common.proto\"\\\n\x04Keys\x12#\n\x04ints\x18\x01 \x01(\x0b\x32\x13.gnnstore.v1.TensorH\x00\x12\'\n\x04strs\x18\x02 \x01(\x0b\x32\x17.gnnstore.v1.StringKeysH\x00\x42\x06\n\x04kind\"\x1c\n\nStringKeys\x12\x0e\n\x06values\x18\x01 \x03(\t\"Y\n\x0cToIdsRequest\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\x1f\n\x04keys\x18\x02 \x01(\x0b\x32\x11.gnnstore.v1.Keys\"1\n\rToIdsResponse\x12 \n\x03ids\x18\x01 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"[\n\rToKeysRequest\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12 \n\x03ids\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"1\n\x0eToKeysResponse\x12\x1f\n\x04keys\x18\x01 \x01(\x0b\x32\x11.gnnstore.v1.Keys2\x91\x01\n\x0cIdMapService\x12>\n\x05ToIds\x12\x19.gnnstore.v1.ToIdsRequest\x1a\x1a.gnnstore.v1.ToIdsResponse\x12\x41\n\x06ToKeys\x12\x1a.gnnstore.v1.ToKeysRequest\x1a\x1b.gnnstore.v1.ToKeysResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gnnstore/v1/idmap.proto\x12\x0bgnnstore.v1\x1a\x18gnnstore/v1/common.proto\"\x85\x01\n\x04Keys\x12#\n\x04ints\x18\x01 \x01(\x0b\x32\x13.gnnstore.v1.TensorH\x00\x12\'\n\x04strs\x18\x02 \x01(\x0b\x32\x17.gnnstore.v1.StringKeysH\x00\x12\'\n\x05mixed\x18\x03 \x01(\x0b\x32\x16.gnnstore.v1.MixedKeysH\x00\x42\x06\n\x04kind\"\x1c\n\nStringKeys\x12\x0e\n\x06values\x18\x01 \x03(\t\"4\n\x03Key\x12\x11\n\x07int_key\x18\x01 \x01(\x03H\x00\x12\x11\n\x07str_key\x18\x02 \x01(\tH\x00\x42\x07\n\x05value\"-\n\tMixedKeys\x12 \n\x06values\x18\x01 \x03(\x0b\x32\x10.gnnstore.v1.Key\"Y\n\x0cToIdsRequest\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\x1f\n\x04keys\x18\x02 \x01(\x0b\x32\x11.gnnstore.v1.Keys\"1\n\rToIdsResponse\x12 \n\x03ids\x18\x01 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"[\n\rToKeysRequest\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12 \n\x03ids\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"1\n\x0eToKeysResponse\x12\x1f\n\x04keys\x18\x01 \x01(\x0b\x32\x11.gnnstore.v1.Keys2\x91\x01\n\x0cIdMapService\x12>\n\x05ToIds\x12\x19.gnnstore.v1.ToIdsRequest\x1a\x1a.gnnstore.v1.ToIdsResponse\x12\x41\n\x06ToKeys\x12\x1a.gnnstore.v1.ToKeysRequest\x1a\x1b.gnnstore.v1.ToKeysResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gnnstore.v1.idmap_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_KEYS']._serialized_start=66
-  _globals['_KEYS']._serialized_end=158
-  _globals['_STRINGKEYS']._serialized_start=160
-  _globals['_STRINGKEYS']._serialized_end=188
-  _globals['_TOIDSREQUEST']._serialized_start=190
-  _globals['_TOIDSREQUEST']._serialized_end=279
-  _globals['_TOIDSRESPONSE']._serialized_start=281
-  _globals['_TOIDSRESPONSE']._serialized_end=330
-  _globals['_TOKEYSREQUEST']._serialized_start=332
-  _globals['_TOKEYSREQUEST']._serialized_end=423
-  _globals['_TOKEYSRESPONSE']._serialized_start=425
-  _globals['_TOKEYSRESPONSE']._serialized_end=474
-  _globals['_IDMAPSERVICE']._serialized_start=477
-  _globals['_IDMAPSERVICE']._serialized_end=622
+  _globals['_KEYS']._serialized_start=67
+  _globals['_KEYS']._serialized_end=200
+  _globals['_STRINGKEYS']._serialized_start=202
+  _globals['_STRINGKEYS']._serialized_end=230
+  _globals['_KEY']._serialized_start=232
+  _globals['_KEY']._serialized_end=284
+  _globals['_MIXEDKEYS']._serialized_start=286
+  _globals['_MIXEDKEYS']._serialized_end=331
+  _globals['_TOIDSREQUEST']._serialized_start=333
+  _globals['_TOIDSREQUEST']._serialized_end=422
+  _globals['_TOIDSRESPONSE']._serialized_start=424
+  _globals['_TOIDSRESPONSE']._serialized_end=473
+  _globals['_TOKEYSREQUEST']._serialized_start=475
+  _globals['_TOKEYSREQUEST']._serialized_end=566
+  _globals['_TOKEYSRESPONSE']._serialized_start=568
+  _globals['_TOKEYSRESPONSE']._serialized_end=617
+  _globals['_IDMAPSERVICE']._serialized_start=620
+  _globals['_IDMAPSERVICE']._serialized_end=765
 # @@protoc_insertion_point(module_scope)

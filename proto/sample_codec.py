@@ -5,7 +5,8 @@ Node ids in ``node`` are global; ``row``/``col`` and every index in ``metadata``
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from torch import Tensor
 from torch_geometric.sampler import (
@@ -15,10 +16,12 @@ from torch_geometric.sampler import (
     NodeSamplerInput,
     SamplerOutput,
 )
-from torch_geometric.typing import EdgeType
+from torch_geometric.typing import EdgeType, NodeType
 
 from . import common_pb2, graph_pb2
 from .codec import (
+    attr_key_from_proto,
+    attr_key_to_proto,
     edge_type_from_proto,
     edge_type_to_proto,
     ids_from_proto,
@@ -249,3 +252,70 @@ def output_from_proto(response: graph_pb2.SampleResponse) -> SamplerOutput | Het
         metadata=metadata,
     )
 
+
+
+@dataclass(frozen=True)
+class NodeRows:
+    """Feature rows that travelled with a sample, for one node type.
+
+    Attributes:
+        node_type: the node type (``None`` for a homogeneous graph).
+        ids: global ids, unique and ascending.
+        rows: attr name → rows, row ``i`` belonging to ``ids[i]``.
+    """
+
+    node_type: NodeType | None
+    ids: Tensor
+    rows: dict[str, Tensor]
+
+
+def feature_request_to_proto(
+    attrs: Sequence[tuple[NodeType | None, str]], known: Mapping[NodeType | None, Tensor]
+) -> graph_pb2.FeatureRequest:
+    """Encode which attributes to return and, per node type, the global ids not to send."""
+    return graph_pb2.FeatureRequest(
+        attrs=[attr_key_to_proto(group, name) for group, name in attrs],
+        known=[
+            common_pb2.NodeIds(node_type=node_type_to_proto(nt), ids=ids_to_proto(ids))
+            for nt, ids in known.items()
+        ],
+    )
+
+
+def feature_request_from_proto(
+    request: graph_pb2.FeatureRequest,
+) -> tuple[list[tuple[NodeType | None, str]], dict[NodeType | None, Tensor]]:
+    """Decode ``(attrs, known ids per node type)`` of a FeatureRequest."""
+    attrs = [attr_key_from_proto(a) for a in request.attrs]
+    known = {
+        node_type_from_proto(k.node_type): ids_from_proto(k.ids, "known ids") for k in request.known
+    }
+    return attrs, known
+
+
+def node_rows_to_proto(rows: NodeRows) -> graph_pb2.NodeRows:
+    """Encode the rows of one node type."""
+    return graph_pb2.NodeRows(
+        node_type=node_type_to_proto(rows.node_type),
+        ids=ids_to_proto(rows.ids),
+        attr_names=list(rows.rows),
+        rows=[tensor_to_proto(t) for t in rows.rows.values()],
+    )
+
+
+def node_rows_from_proto(message: graph_pb2.NodeRows) -> NodeRows:
+    """Decode the rows of one node type.
+
+    Raises:
+        InvalidRequestError: names and tensors do not pair up, or row counts differ from ids.
+    """
+    ids = ids_from_proto(message.ids, "feature row ids")
+    if len(message.attr_names) != len(message.rows):
+        raise InvalidRequestError(
+            f"{len(message.attr_names)} attr names for {len(message.rows)} row tensors"
+        )
+    rows = {name: tensor_from_proto(t, name) for name, t in zip(message.attr_names, message.rows)}
+    for name, tensor in rows.items():
+        if tensor.dim() == 0 or tensor.size(0) != ids.numel():
+            raise InvalidRequestError(f"{name}: {list(tensor.shape)} rows for {ids.numel()} ids")
+    return NodeRows(node_type_from_proto(message.node_type), ids, rows)

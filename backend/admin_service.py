@@ -1,0 +1,84 @@
+"""AdminService: what the server holds (Info) and how it is doing (Stats)."""
+from __future__ import annotations
+
+import grpc
+from torch_geometric.data import FeatureStore
+
+from gnnstore import __version__
+from gnnstore.backend.error_translation import translate_errors
+from gnnstore.backend.feature_service import schema_to_proto
+from gnnstore.backend.metrics import Metrics
+from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.proto import admin_pb2, admin_pb2_grpc
+from gnnstore.proto.codec import edge_type_to_proto, node_type_to_proto
+
+
+class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
+    """AdminService over the served snapshot, feature store and metrics.
+
+    Args:
+        snapshot: the topology snapshot the engine samples from.
+        feature_store: the feature store (for its schema).
+        metrics: the counters the metrics interceptor fills.
+        graph_backend: ``"kuzu"`` or ``"neo4j"``.
+        max_message_bytes: the server's message limit, for clients to mirror.
+    """
+
+    def __init__(
+        self,
+        snapshot: TopologySnapshot,
+        feature_store: FeatureStore,
+        metrics: Metrics,
+        *,
+        graph_backend: str,
+        max_message_bytes: int,
+    ) -> None:
+        self._snapshot = snapshot
+        self._features = feature_store
+        self._metrics = metrics
+        self._graph_backend = graph_backend
+        self._max_message_bytes = max_message_bytes
+
+    def Info(
+        self, request: admin_pb2.InfoRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.InfoResponse:
+        """Node types, edge types, counts, feature schema and snapshot version."""
+        with translate_errors(context, "AdminService.Info"):
+            snapshot = self._snapshot
+            reply = admin_pb2.InfoResponse(
+                server_version=__version__,
+                graph_backend=self._graph_backend,
+                features=schema_to_proto(self._features),
+                snapshot_version=snapshot.version,
+                max_message_bytes=self._max_message_bytes,
+            )
+            for node_type, count in snapshot.num_nodes.items():
+                reply.node_types.add(node_type=node_type_to_proto(node_type), num_nodes=count)
+            for edge_type, topology in snapshot.edges.items():
+                src, dst = (None, None) if edge_type is None else (edge_type[0], edge_type[-1])
+                reply.edge_types.add(
+                    edge_type=edge_type_to_proto(edge_type),
+                    num_edges=topology.num_edges,
+                    num_src_nodes=snapshot.num_nodes[src],
+                    num_dst_nodes=snapshot.num_nodes[dst],
+                )
+            return reply
+
+    def Stats(
+        self, request: admin_pb2.StatsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.StatsResponse:
+        """Request counts, latency percentiles and bytes per method since start-up."""
+        with translate_errors(context, "AdminService.Stats"):
+            reply = admin_pb2.StatsResponse(uptime_s=self._metrics.uptime_s())
+            for method, record in sorted(self._metrics.snapshot().items()):
+                reply.methods.add(
+                    method=method,
+                    requests=record.requests,
+                    errors=record.errors,
+                    latency_p50_ms=record.percentile_ms(50),
+                    latency_p99_ms=record.percentile_ms(99),
+                    latency_mean_ms=record.mean_ms(),
+                    bytes_received=record.bytes_received,
+                    bytes_sent=record.bytes_sent,
+                )
+            return reply

@@ -1,0 +1,182 @@
+"""The server's configuration: one frozen dataclass from a TOML file, then ``GNNSTORE_*``, then flags.
+
+Each field has one name everywhere: ``port`` in the TOML file, ``GNNSTORE_PORT`` in the
+environment, ``--port`` on the command line; later sources override earlier ones. Unknown keys
+in the file are errors. Secrets (the Neo4j password) come only from the environment.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from gnnstore.proto.errors import InvalidRequestError, MalformedFileError
+from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES, MIN_MAX_MESSAGE_BYTES
+
+ENV_PREFIX = "GNNSTORE_"
+SECRETS = frozenset({"neo4j_password"})
+GRAPH_BACKENDS = ("kuzu", "neo4j")
+NEO4J_SAMPLING_MODES = ("snapshot", "live")
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything ``gnnstore serve`` needs.
+
+    Attributes:
+        data_dir: the data directory ``gnnstore ingest`` wrote (graph, features, id map).
+        host: interface to bind; 127.0.0.1 keeps the server local.
+        port: port to bind; 0 picks a free one (the start-up line reports it).
+        graph_backend: ``kuzu`` (embedded, in ``data_dir``) or ``neo4j``.
+        neo4j_uri, neo4j_user: where Neo4j runs and who logs in.
+        neo4j_password: only from ``GNNSTORE_NEO4J_PASSWORD``.
+        neo4j_sampling: ``snapshot`` (sample a memory-mapped copy) or ``live`` (query Neo4j).
+        read_only: open the stores read-only (Put and Remove are refused; other readers may
+            open the same data directory).
+        max_message_bytes: send and receive limit per message (at least 256 MiB).
+        workers: threads answering calls.
+        max_concurrent_rpcs: calls admitted at once; more are refused with RESOURCE_EXHAUSTED.
+        shutdown_grace_s: how long in-flight calls may run after SIGTERM/SIGINT.
+        max_seeds, max_hops, max_fanout: limits of one sampling request.
+    """
+
+    data_dir: Path = Path("gnnstore-data")
+    host: str = "127.0.0.1"
+    port: int = 50051
+    graph_backend: str = "kuzu"
+    neo4j_uri: str = "bolt://127.0.0.1:7687"
+    neo4j_user: str = "neo4j"
+    neo4j_password: str | None = dataclasses.field(default=None, repr=False)
+    neo4j_sampling: str = "snapshot"
+    read_only: bool = False
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    workers: int = 8
+    max_concurrent_rpcs: int = 64
+    shutdown_grace_s: float = 10.0
+    max_seeds: int = 1 << 20
+    max_hops: int = 8
+    max_fanout: int = 10_000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data_dir", Path(self.data_dir))
+        checks = [
+            (bool(self.host), "host must not be empty"),
+            (0 <= self.port <= 65535, f"port must be in 0..65535, got {self.port}"),
+            (
+                self.graph_backend in GRAPH_BACKENDS,
+                f"graph_backend must be one of {GRAPH_BACKENDS}, got {self.graph_backend!r}",
+            ),
+            (
+                self.neo4j_sampling in NEO4J_SAMPLING_MODES,
+                f"neo4j_sampling must be one of {NEO4J_SAMPLING_MODES}, got {self.neo4j_sampling!r}",
+            ),
+            (
+                self.max_message_bytes >= MIN_MAX_MESSAGE_BYTES,
+                f"max_message_bytes must be at least {MIN_MAX_MESSAGE_BYTES} (256 MiB), "
+                f"got {self.max_message_bytes}",
+            ),
+            (self.workers >= 1, f"workers must be >= 1, got {self.workers}"),
+            (
+                self.max_concurrent_rpcs >= 1,
+                f"max_concurrent_rpcs must be >= 1, got {self.max_concurrent_rpcs}",
+            ),
+            (self.shutdown_grace_s >= 0, f"shutdown_grace_s must be >= 0, got {self.shutdown_grace_s}"),
+            (self.max_seeds >= 1, f"max_seeds must be >= 1, got {self.max_seeds}"),
+            (self.max_hops >= 1, f"max_hops must be >= 1, got {self.max_hops}"),
+            (self.max_fanout >= 1, f"max_fanout must be >= 1, got {self.max_fanout}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise InvalidRequestError(f"server config: {message}")
+
+    @property
+    def address(self) -> str:
+        """``host:port`` as configured (port 0 until bound)."""
+        return f"{self.host}:{self.port}"
+
+
+_FIELDS = {f.name: f for f in fields(ServerConfig)}
+
+
+def load_config(
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> ServerConfig:
+    """Read the TOML file, then ``GNNSTORE_*`` variables, then flags (``None`` values are unset).
+
+    Args:
+        path: a TOML file of top-level ``key = value`` pairs, or ``None``.
+        environ: the environment to read (pass ``os.environ``); unrelated variables are ignored.
+        flags: command-line values by field name.
+
+    Raises:
+        MalformedFileError: the file is not TOML (the message names file, line and column).
+        InvalidRequestError: an unknown key, a secret in the file or flags, or a bad value.
+    """
+    values: dict[str, Any] = {}
+    if path is not None:
+        values.update(_read_toml(Path(path)))
+    for name in _FIELDS:
+        raw = (environ or {}).get(ENV_PREFIX + name.upper())
+        if raw is not None:
+            values[name] = _parse(name, raw, ENV_PREFIX + name.upper())
+    for name, value in (flags or {}).items():
+        if value is None:
+            continue
+        if name not in _FIELDS:
+            raise InvalidRequestError(f"unknown server option {name!r} (known: {sorted(_FIELDS)})")
+        if name in SECRETS:
+            raise InvalidRequestError(f"{name} comes only from ${ENV_PREFIX}{name.upper()}")
+        values[name] = _parse(name, value, f"--{name.replace('_', '-')}")
+    return ServerConfig(**values)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise InvalidRequestError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise MalformedFileError(f"config file {path}: {exc}") from None
+    values = {}
+    for key, value in data.items():
+        if key not in _FIELDS:
+            raise InvalidRequestError(
+                f"config file {path}: unknown key {key!r} (known: {sorted(_FIELDS)})"
+            )
+        if key in SECRETS:
+            raise InvalidRequestError(
+                f"config file {path}: {key} must not be written in a file; set "
+                f"${ENV_PREFIX}{key.upper()} instead"
+            )
+        values[key] = _parse(key, value, f"{path}: {key}")
+    return values
+
+
+def _parse(name: str, value: Any, source: str) -> Any:
+    """Coerce one value to the field's type, naming its source when it does not fit."""
+    kind = _FIELDS[name].type
+    try:
+        if kind == "bool":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in _TRUE | _FALSE:
+                return text in _TRUE
+            raise ValueError("not a boolean")
+        if kind == "int":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError("not an integer")
+            return int(value)
+        if kind == "float":
+            return float(value)
+        if kind == "Path":
+            return Path(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise InvalidRequestError(f"{source}: {value!r} is not a valid {kind} for {name}") from None

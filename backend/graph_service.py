@@ -1,0 +1,153 @@
+"""GraphService: edge attributes, the edge list in chunks, and sampling with features in one reply."""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+
+import grpc
+from torch import Tensor
+
+from gnnstore.backend.error_translation import translate_errors
+from gnnstore.backend.sampling_runner import SamplingRunner
+from gnnstore.proto import graph_pb2, graph_pb2_grpc
+from gnnstore.proto.codec import describe, edge_type_from_proto, edge_type_to_proto, tensor_to_proto
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
+from gnnstore.proto.sample_codec import (
+    edge_input_from_proto,
+    feature_request_from_proto,
+    node_input_from_proto,
+    node_rows_to_proto,
+    num_neighbors_from_proto,
+    output_to_proto,
+)
+from gnnstore.stores.base import BaseGraphStore
+
+logger = logging.getLogger(__name__)
+
+_LAYOUTS = ("coo", "csr", "csc")
+
+
+class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
+    """GraphService over a graph store (edge lists) and a sampling runner (mini-batches).
+
+    Args:
+        graph_store: the graph store; its calls are serialised (database handles are not
+            shared between threads).
+        runner: samples on the shared engine and gathers feature rows.
+    """
+
+    def __init__(self, graph_store: BaseGraphStore, runner: SamplingRunner) -> None:
+        self._graph = graph_store
+        self._graph_lock = threading.Lock()
+        self._runner = runner
+
+    def ListEdgeAttrs(
+        self, request: graph_pb2.ListEdgeAttrsRequest, context: grpc.ServicerContext
+    ) -> graph_pb2.ListEdgeAttrsResponse:
+        """Every stored (edge type, layout) with its size and edge count."""
+        with translate_errors(context, "GraphService.ListEdgeAttrs"):
+            with self._graph_lock:
+                attrs = self._graph.get_all_edge_attrs()
+            edges = self._runner.engine.snapshot.edges
+            reply = graph_pb2.ListEdgeAttrsResponse()
+            for attr in attrs:
+                num_src, num_dst = attr.size
+                topology = edges.get(attr.edge_type)
+                reply.edge_attrs.add(
+                    edge_type=edge_type_to_proto(attr.edge_type),
+                    layout=attr.layout.value,
+                    is_sorted=attr.is_sorted,
+                    num_src_nodes=num_src,
+                    num_dst_nodes=num_dst,
+                    num_edges=0 if topology is None else topology.num_edges,
+                )
+            return reply
+
+    def GetEdgeIndex(
+        self, request: graph_pb2.GetEdgeIndexRequest, context: grpc.ServicerContext
+    ) -> Iterator[graph_pb2.EdgeIndexChunk]:
+        """The edge index of one edge type and layout, in chunks (coo: edge-id order)."""
+        with translate_errors(context, "GraphService.GetEdgeIndex"):
+            edge_type = edge_type_from_proto(request.edge_type)
+            layout = request.layout or "coo"
+            self._check_layout(edge_type, layout)
+            chunk = request.chunk_elements or DEFAULT_CHUNK_BYTES // 8
+            if chunk < 1:
+                raise InvalidRequestError(f"chunk_elements must be >= 1, got {chunk}")
+            if layout == "coo":
+                pieces = self._graph.iter_edge_index(edge_type, chunk)
+                while True:
+                    with self._graph_lock:  # held per chunk, never while the client reads
+                        piece = next(pieces, None)
+                    if piece is None:
+                        return
+                    row, col, _ = piece
+                    yield graph_pb2.EdgeIndexChunk(
+                        first=tensor_to_proto(row), second=tensor_to_proto(col)
+                    )
+            with self._graph_lock:
+                first, second = self._graph.get_edge_index(edge_type=edge_type, layout=layout)
+            yield from _chunks(first, second, chunk)
+
+    def SampleFromNodes(
+        self, request: graph_pb2.SampleFromNodesRequest, context: grpc.ServicerContext
+    ) -> graph_pb2.SampleResponse:
+        """PyG's sample_from_nodes, with the sampled nodes' rows when asked."""
+        with translate_errors(context, "GraphService.SampleFromNodes"):
+            options = request.options
+            out = self._runner.sample_from_nodes(
+                node_input_from_proto(request),
+                num_neighbors_from_proto(options),
+                replace=options.replace,
+                disjoint=options.disjoint,
+                seed=options.seed if options.HasField("seed") else None,
+            )
+            return self._reply(out, request.features)
+
+    def SampleFromEdges(
+        self, request: graph_pb2.SampleFromEdgesRequest, context: grpc.ServicerContext
+    ) -> graph_pb2.SampleResponse:
+        """PyG's sample_from_edges (negatives included), with the sampled nodes' rows when asked."""
+        with translate_errors(context, "GraphService.SampleFromEdges"):
+            options = request.options
+            inputs, neg_sampling = edge_input_from_proto(request)
+            out = self._runner.sample_from_edges(
+                inputs,
+                neg_sampling,
+                num_neighbors_from_proto(options),
+                replace=options.replace,
+                disjoint=options.disjoint,
+                seed=options.seed if options.HasField("seed") else None,
+            )
+            return self._reply(out, request.features)
+
+    def _reply(self, out: object, features: graph_pb2.FeatureRequest) -> graph_pb2.SampleResponse:
+        reply = output_to_proto(out)
+        attrs, known = feature_request_from_proto(features)
+        if attrs:
+            rows = self._runner.gather_rows(out, attrs, known)
+            reply.features.extend(node_rows_to_proto(r) for r in rows)
+        return reply
+
+    def _check_layout(self, edge_type: object, layout: str) -> None:
+        if layout not in _LAYOUTS:
+            raise InvalidRequestError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
+        with self._graph_lock:
+            stored = {(a.edge_type, a.layout.value) for a in self._graph.get_all_edge_attrs()}
+        if (edge_type, layout) not in stored:
+            raise NotFoundError(
+                f"edge type {describe(edge_type)} is not stored in layout {layout!r} "
+                f"(stored: {sorted(stored, key=str)})"
+            )
+
+
+def _chunks(first: Tensor, second: Tensor, size: int) -> Iterator[graph_pb2.EdgeIndexChunk]:
+    """Both tensors of a layout cut into pieces of ``size`` elements (the shorter ends first)."""
+    longest = max(first.numel(), second.numel(), 1)
+    for start in range(0, longest, size):
+        yield graph_pb2.EdgeIndexChunk(
+            first=tensor_to_proto(first[start : start + size]),
+            second=tensor_to_proto(second[start : start + size]),
+        )

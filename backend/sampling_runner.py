@@ -1,0 +1,179 @@
+"""Runs one sampling request on the shared engine: limits, PyG's sampler, and the rows to return.
+
+For each request the runner builds a ``SnapshotNeighborSampler`` from the request's options
+(cheap: the engine holds every large buffer) and runs PyG's ``node_sample`` / ``edge_sample``
+through it, so a remote batch is built exactly as an in-process one. Negatives are drawn from a
+generator seeded by the request, so a request with a seed always returns the same batch and
+concurrent requests never share random state.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import FeatureStore, TensorAttr
+from torch_geometric.sampler import (
+    EdgeSamplerInput,
+    HeteroSamplerOutput,
+    NegativeSampling,
+    NodeSamplerInput,
+    SamplerOutput,
+)
+from torch_geometric.typing import NodeType
+
+from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.proto.codec import describe
+from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.proto.sample_codec import NodeRows, NumNeighbors
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SamplingLimits:
+    """What one request may ask for; beyond it the request is refused, never truncated.
+
+    Attributes:
+        max_seeds: seed nodes (or seed links) per request.
+        max_hops: hops of fanouts.
+        max_fanout: neighbours per node per hop (-1, all neighbours, is always allowed).
+    """
+
+    max_seeds: int = 1 << 20
+    max_hops: int = 8
+    max_fanout: int = 10_000
+
+
+class _SeededNegativeSampling(NegativeSampling):
+    """PyG's NegativeSampling drawing from its own generator instead of torch's global one."""
+
+    def __init__(self, spec: NegativeSampling, generator: torch.Generator) -> None:
+        super().__init__(spec.mode, spec.amount)
+        self.generator = generator
+
+    def sample(self, num_samples: int, endpoint: str, num_nodes: int | None = None) -> Tensor:
+        """``num_samples`` uniform global ids in ``[0, num_nodes)``."""
+        return torch.randint(int(num_nodes), (num_samples,), generator=self.generator)
+
+
+class SamplingRunner:
+    """Sampling requests over one engine, and the feature rows of what they sampled.
+
+    Args:
+        engine: the shared sampling engine over the topology snapshot.
+        feature_store: where rows of sampled nodes are read (the store or a read tier).
+        limits: per-request limits.
+    """
+
+    def __init__(
+        self, engine: SamplingEngine, feature_store: FeatureStore, limits: SamplingLimits
+    ) -> None:
+        self.engine = engine
+        self._features = feature_store
+        self._limits = limits
+
+    def sample_from_nodes(
+        self,
+        inputs: NodeSamplerInput,
+        num_neighbors: NumNeighbors,
+        *,
+        replace: bool,
+        disjoint: bool,
+        seed: int | None,
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """PyG's ``sample_from_nodes`` around global seed ids; metadata ``(input_id, None)``.
+
+        Raises:
+            InvalidRequestError: no seeds, too many, an id out of range, or absurd fanouts.
+            NotFoundError: an unknown node type.
+        """
+        self._check(inputs.node.numel(), "seed nodes", num_neighbors)
+        sampler = self._sampler(num_neighbors, replace, disjoint, seed)
+        return sampler.sample_from_nodes(inputs)
+
+    def sample_from_edges(
+        self,
+        inputs: EdgeSamplerInput,
+        neg_sampling: NegativeSampling | None,
+        num_neighbors: NumNeighbors,
+        *,
+        replace: bool,
+        disjoint: bool,
+        seed: int | None,
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """PyG's ``sample_from_edges``: positives, negatives and metadata with local indices.
+
+        Raises:
+            InvalidRequestError: no links, too many, an id out of range, or absurd fanouts.
+            NotFoundError: an unknown edge or node type.
+        """
+        amount = 0.0 if neg_sampling is None else float(neg_sampling.amount)
+        self._check(int(inputs.row.numel() * (1 + amount)), "seed links", num_neighbors)
+        if neg_sampling is not None:
+            generator = torch.Generator()
+            generator.manual_seed(int(torch.randint(1 << 62, ())) if seed is None else seed)
+            neg_sampling = _SeededNegativeSampling(neg_sampling, generator)
+        sampler = self._sampler(num_neighbors, replace, disjoint, seed)
+        return sampler.sample_from_edges(inputs, neg_sampling)
+
+    def gather_rows(
+        self,
+        out: SamplerOutput | HeteroSamplerOutput,
+        attrs: list[tuple[NodeType | None, str]],
+        known: dict[NodeType | None, Tensor],
+    ) -> list[NodeRows]:
+        """Rows of ``attrs`` for the sampled nodes the client lacks, each distinct id once.
+
+        Attributes of a node type with no sampled nodes in ``out`` are skipped, as PyG's loader
+        skips them. Every row comes from one ``multi_get_tensor`` call.
+        """
+        nodes = out.node if isinstance(out, HeteroSamplerOutput) else {None: out.node}
+        wanted: dict[NodeType | None, list[str]] = {}
+        for group, name in attrs:
+            if group in nodes:
+                wanted.setdefault(group, []).append(name)
+        ids = {}
+        for group in wanted:
+            distinct = torch.unique(nodes[group])
+            if group in known and known[group].numel():
+                lacking = ~np.isin(distinct.numpy(), known[group].numpy())
+                distinct = distinct[torch.from_numpy(lacking)]
+            ids[group] = distinct
+        queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
+        tensors = iter(self._features.multi_get_tensor(queries) if queries else [])
+        return [
+            NodeRows(g, ids[g], {name: next(tensors) for name in names})
+            for g, names in wanted.items()
+        ]
+
+    def _sampler(
+        self, num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None
+    ) -> SnapshotNeighborSampler:
+        return SnapshotNeighborSampler(
+            self.engine, num_neighbors, replace=replace, disjoint=disjoint, seed=seed
+        )
+
+    def _check(self, num_seeds: int, what: str, num_neighbors: NumNeighbors) -> None:
+        limits = self._limits
+        if num_seeds == 0:
+            raise InvalidRequestError(f"no {what} were sent: give at least one")
+        if num_seeds > limits.max_seeds:
+            raise InvalidRequestError(
+                f"{num_seeds} {what} in one request is over the server's limit of "
+                f"{limits.max_seeds}; use smaller batches"
+            )
+        per_type = num_neighbors if isinstance(num_neighbors, dict) else {None: num_neighbors}
+        for edge_type, hops in per_type.items():
+            where = "" if edge_type is None else f" of edge type {describe(edge_type)}"
+            if len(hops) > limits.max_hops:
+                raise InvalidRequestError(
+                    f"{len(hops)} hops of fanouts{where} is over the limit of {limits.max_hops}"
+                )
+            if any(k > limits.max_fanout for k in hops):
+                raise InvalidRequestError(
+                    f"fanouts {list(hops)}{where} exceed the limit of {limits.max_fanout} "
+                    f"neighbours per hop (use -1 for all neighbours)"
+                )

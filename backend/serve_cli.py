@@ -1,0 +1,50 @@
+"""``gnnstore serve``: run the gRPC server over a data directory until SIGTERM or Ctrl-C."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from gnnstore.backend.config import GRAPH_BACKENDS, NEO4J_SAMPLING_MODES, ServerConfig, load_config
+from gnnstore.backend.server import serve
+
+_DEFAULTS = ServerConfig()
+
+
+@click.command("serve")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="TOML file of server settings (same names as the flags, with underscores).")
+@click.option("--data-dir", type=click.Path(path_type=Path),
+              help=f"Data directory written by `gnnstore ingest`.  [default: {_DEFAULTS.data_dir}]")
+@click.option("--host", help=f"Interface to bind.  [default: {_DEFAULTS.host}]")
+@click.option("--port", type=int, help=f"Port to bind; 0 picks a free one.  [default: {_DEFAULTS.port}]")
+@click.option("--graph-backend", type=click.Choice(GRAPH_BACKENDS),
+              help=f"Where the graph lives.  [default: {_DEFAULTS.graph_backend}]")
+@click.option("--neo4j-uri", help=f"Bolt URI of Neo4j.  [default: {_DEFAULTS.neo4j_uri}]")
+@click.option("--neo4j-user", help=f"Neo4j user (password: $GNNSTORE_NEO4J_PASSWORD).  [default: {_DEFAULTS.neo4j_user}]")
+@click.option("--neo4j-sampling", type=click.Choice(NEO4J_SAMPLING_MODES),
+              help=f"Sample Neo4j from a snapshot or live.  [default: {_DEFAULTS.neo4j_sampling}]")
+@click.option("--read-only/--read-write", default=None,
+              help="Open the stores read-only (Put/Remove refused).  [default: read-write]")
+@click.option("--max-message-bytes", type=int,
+              help=f"Message size limit (>= 256 MiB).  [default: {_DEFAULTS.max_message_bytes}]")
+@click.option("--workers", type=int, help=f"Threads answering calls.  [default: {_DEFAULTS.workers}]")
+@click.option("--max-concurrent-rpcs", type=int,
+              help=f"Calls admitted at once.  [default: {_DEFAULTS.max_concurrent_rpcs}]")
+@click.option("--shutdown-grace-s", type=float,
+              help=f"Seconds in-flight calls get on shutdown.  [default: {_DEFAULTS.shutdown_grace_s}]")
+def serve_command(config_file: Path | None, **flags: object) -> None:
+    """Serve a data directory over gRPC (FeatureService, GraphService, IdMapService, AdminService).
+
+    Settings come from --config, then GNNSTORE_* variables (e.g. GNNSTORE_PORT), then flags.
+    Prints one line with the bound address and the schema, then serves until SIGTERM/Ctrl-C.
+    """
+    config = load_config(config_file, os.environ, flags)
+    serve(config, _announce)
+
+
+def _announce(line: str) -> None:
+    """Print the start-up line and flush: a parent may be reading our stdout through a pipe."""
+    click.echo(line)
+    click.get_text_stream("stdout").flush()

@@ -1,0 +1,190 @@
+"""The gnnstore gRPC server: opens the stores, builds the sampling snapshot and serves four services.
+
+``GnnStoreServer(config).start()`` returns the bound address; ``serve(config, announce)`` also
+waits for SIGTERM/SIGINT and stops gracefully (in-flight calls get ``shutdown_grace_s`` to
+finish). This module alone builds the ``grpc.server``; the servicers only translate.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from concurrent import futures
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from gnnstore.backend.admin_service import AdminServicer
+from gnnstore.backend.config import ServerConfig
+from gnnstore.backend.feature_service import FeatureServicer
+from gnnstore.backend.graph_service import GraphServicer
+from gnnstore.backend.idmap_service import IdMapServicer
+from gnnstore.backend.metrics import Metrics, MetricsInterceptor
+from gnnstore.backend.sampling_engine import SamplingEngine
+from gnnstore.backend.sampling_runner import SamplingLimits, SamplingRunner
+from gnnstore.backend.served_data import ServedData, open_served_data
+from gnnstore.proto import admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
+from gnnstore.proto.codec import describe
+from gnnstore.proto.errors import PreconditionError
+
+logger = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    "gnnstore.v1.FeatureService",
+    "gnnstore.v1.GraphService",
+    "gnnstore.v1.IdMapService",
+    "gnnstore.v1.AdminService",
+)
+
+
+class GnnStoreServer:
+    """One server process's stores, engine and ``grpc.Server``.
+
+    Args:
+        config: the server configuration.
+        data: already opened data to serve (default: open ``config.data_dir`` on start).
+    """
+
+    def __init__(self, config: ServerConfig, data: ServedData | None = None) -> None:
+        self.config = config
+        self.address: str | None = None
+        self.data = data
+        self.metrics = Metrics()
+        self._server: grpc.Server | None = None
+        self._health = health.HealthServicer(experimental_non_blocking=True)
+
+    def start(self) -> str:
+        """Open the data, bind, start serving and return the bound ``host:port``.
+
+        Raises:
+            PreconditionError: the data directory is missing or unreadable, or the port is taken.
+        """
+        config = self.config
+        if self.data is None:
+            self.data = open_served_data(config)
+        try:
+            self._server = self._build(self.data)
+            port = self._server.add_insecure_port(config.address)
+        except RuntimeError as exc:
+            self.data.close()
+            raise PreconditionError(f"cannot listen on {config.address}: {exc}") from None
+        self._server.start()
+        self.address = f"{config.host}:{port}"
+        for name in ("", *SERVICE_NAMES):
+            self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        logger.info("serving on %s", self.address)
+        return self.address
+
+    def startup_line(self) -> str:
+        """One line: the bound address, the backend, the snapshot and the schema."""
+        data = self.data
+        snapshot = data.snapshot
+        nodes = ", ".join(f"{describe(nt)}={n}" for nt, n in snapshot.num_nodes.items())
+        edges = ", ".join(f"{describe(et)}={t.num_edges}" for et, t in snapshot.edges.items())
+        features = ", ".join(
+            f"{describe(s.group_name)}.{s.attr_name}:{str(s.dtype).removeprefix('torch.')}"
+            f"{list(s.shape)}"
+            for s in data.feature_store.tensor_schema()
+        )
+        return (
+            f"gnnstore serving on {self.address} | {self.config.graph_backend} "
+            f"{self.config.data_dir} | snapshot {snapshot.version} | nodes: {nodes} | "
+            f"edges: {edges} | features: {features}"
+        )
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop accepting calls, let in-flight ones finish within ``grace`` s, close the data."""
+        grace = self.config.shutdown_grace_s if grace is None else grace
+        if self._server is not None:
+            self._health.enter_graceful_shutdown()
+            self._server.stop(grace).wait()
+            self._server = None
+            logger.info("stopped serving on %s", self.address)
+        if self.data is not None:
+            self.data.close()
+            self.data = None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the server stops (or ``timeout`` passes); True if it stopped."""
+        return self._server is None or self._server.wait_for_termination(timeout)
+
+    def __enter__(self) -> "GnnStoreServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _build(self, data: ServedData) -> grpc.Server:
+        config = self.config
+        server = grpc.server(
+            futures.ThreadPoolExecutor(config.workers, thread_name_prefix="gnnstore-rpc"),
+            interceptors=[MetricsInterceptor(self.metrics)],
+            options=_server_options(config),
+            # Admit a bounded number of calls; beyond it callers get RESOURCE_EXHAUSTED at once
+            # instead of queueing without limit behind slow samples.
+            maximum_concurrent_rpcs=config.max_concurrent_rpcs,
+        )
+        limits = SamplingLimits(config.max_seeds, config.max_hops, config.max_fanout)
+        runner = SamplingRunner(SamplingEngine(data.snapshot), data.feature_reader, limits)
+        feature_pb2_grpc.add_FeatureServiceServicer_to_server(
+            FeatureServicer(data.feature_reader, config.max_message_bytes), server
+        )
+        graph_pb2_grpc.add_GraphServiceServicer_to_server(
+            GraphServicer(data.graph_store, runner), server
+        )
+        idmap_pb2_grpc.add_IdMapServiceServicer_to_server(IdMapServicer(data.id_map), server)
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(
+            AdminServicer(
+                data.snapshot,
+                data.feature_reader,
+                self.metrics,
+                graph_backend=config.graph_backend,
+                max_message_bytes=config.max_message_bytes,
+            ),
+            server,
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        return server
+
+
+def _server_options(config: ServerConfig) -> list[tuple[str, Any]]:
+    return [
+        # A mini-batch with its feature rows is tens of MB; gRPC's 4 MB default refuses it.
+        ("grpc.max_send_message_length", config.max_message_bytes),
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        # Clients ping every 30 s to notice a dead server; accept that rate instead of GOAWAY.
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+        # Ping idle clients too, so connections of crashed trainers are dropped.
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        # Two servers must never share a port by accident (tests bind port 0 side by side).
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def serve(config: ServerConfig, announce: Callable[[str], None]) -> None:
+    """Start, ``announce`` the start-up line, serve until SIGTERM/SIGINT, then stop gracefully.
+
+    Must run in the main thread (signal handlers are installed there).
+    """
+    server = GnnStoreServer(config)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        logger.info("received %s; stopping (grace %.1f s)", signal.Signals(signum).name, config.shutdown_grace_s)
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.start()
+        announce(server.startup_line())
+        while not stopping.wait(1.0):
+            pass
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,77 @@
+"""The server's FeatureStore: reads from the memory-mapped read tier, writes to RocksDB.
+
+RocksDB stays the truth; the tier (``feature_tier.py``) holds contiguous arrays exported from
+it. Reads use the tier whenever it matches the store's version and fall back to the store
+otherwise, so a reply never mixes versions or serves stale rows. Every write goes to the store
+and then refreshes the tier (an export and an atomic swap), which is slow but rare.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from torch import Tensor
+from torch_geometric.data import FeatureStore, TensorAttr
+
+from gnnstore.backend.feature_tier import FeatureTier, TierSnapshot
+from gnnstore.stores.row_index import resolve_index
+
+logger = logging.getLogger(__name__)
+
+
+class TieredFeatureStore(FeatureStore):
+    """PyG FeatureStore over a RocksDB feature store and its read tier.
+
+    Args:
+        store: the durable store (``RocksDBFeatureStore`` or one with ``version()`` and
+            ``tensor_schema()``).
+        tier: the read tier kept in step with ``store``.
+    """
+
+    def __init__(self, store: Any, tier: FeatureTier) -> None:
+        super().__init__()
+        self.store = store
+        self.tier = tier
+
+    def tensor_schema(self) -> list[Any]:
+        """The store's schema: group, attr, dtype and full shape of each attribute."""
+        return self.store.tensor_schema()
+
+    def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        """New TensorAttr objects, one per stored (group, attr)."""
+        return self.store.get_all_tensor_attrs()
+
+    def _live(self) -> TierSnapshot | None:
+        """The tier's arrays if they hold the store's current version, else ``None``."""
+        if self.tier.version is not None and self.tier.version == self.store.version():
+            return self.tier.snapshot()
+        return None
+
+    def _get_tensor(self, attr: TensorAttr) -> Tensor:
+        return self._multi_get_tensor([attr])[0]
+
+    def _multi_get_tensor(self, attrs: list[TensorAttr]) -> list[Tensor]:
+        snapshot = self._live()
+        if snapshot is None:
+            logger.debug("feature tier behind the store; reading %d attrs from RocksDB", len(attrs))
+            return self.store.multi_get_tensor(attrs)
+        out = []
+        for attr in attrs:
+            array = snapshot.array(attr.group_name, attr.attr_name)
+            ids = resolve_index(attr.index, array.rows.shape[0], attr.group_name, attr.attr_name)
+            rows = array.gather(ids.reshape(-1))
+            out.append(rows.reshape(*ids.shape, *rows.shape[1:]))
+        return out
+
+    def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
+        written = self.store.put_tensor(tensor, attr)
+        self.tier.refresh(self.store)
+        return written
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        removed = self.store.remove_tensor(attr)
+        self.tier.refresh(self.store)
+        return removed
+
+    def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
+        return self.store.get_tensor_size(attr)

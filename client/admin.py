@@ -1,0 +1,91 @@
+"""What a server holds and how it is doing: ``server_info``, ``server_stats``, ``wait_until_serving``."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from torch_geometric.typing import EdgeType, NodeType
+
+from gnnstore.client.channel import Connection
+from gnnstore.client.remote_feature_store import AttrSchema
+from gnnstore.proto import admin_pb2
+from gnnstore.proto.codec import attr_key_from_proto, dtype_from_name, edge_type_from_proto, node_type_from_proto
+from gnnstore.proto.errors import ServerUnavailableError
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """A server's graph: node and edge counts per type, feature schema, snapshot version."""
+
+    server_version: str
+    graph_backend: str
+    num_nodes: dict[NodeType | None, int]
+    num_edges: dict[EdgeType | None, int]
+    features: list[AttrSchema]
+    snapshot_version: str
+    max_message_bytes: int
+
+
+@dataclass(frozen=True)
+class MethodStats:
+    """One RPC method's counters since the server started."""
+
+    requests: int
+    errors: int
+    latency_p50_ms: float
+    latency_p99_ms: float
+    latency_mean_ms: float
+    bytes_received: int
+    bytes_sent: int
+
+
+def server_info(connection: Connection | str) -> ServerInfo:
+    """The AdminService's Info, decoded to PyG's type conventions."""
+    connection = connection if isinstance(connection, Connection) else Connection(connection)
+    reply = connection.call("AdminService", "Info", admin_pb2.InfoRequest())
+    return ServerInfo(
+        server_version=reply.server_version,
+        graph_backend=reply.graph_backend,
+        num_nodes={node_type_from_proto(n.node_type): n.num_nodes for n in reply.node_types},
+        num_edges={edge_type_from_proto(e.edge_type): e.num_edges for e in reply.edge_types},
+        features=[
+            AttrSchema(*attr_key_from_proto(f.key), dtype_from_name(f.dtype), tuple(f.shape))
+            for f in reply.features
+        ],
+        snapshot_version=reply.snapshot_version,
+        max_message_bytes=reply.max_message_bytes,
+    )
+
+
+def server_stats(connection: Connection | str) -> dict[str, MethodStats]:
+    """The AdminService's Stats: method name (``/gnnstore.v1.Service/Method``) → counters."""
+    connection = connection if isinstance(connection, Connection) else Connection(connection)
+    reply = connection.call("AdminService", "Stats", admin_pb2.StatsRequest())
+    return {
+        m.method: MethodStats(
+            m.requests,
+            m.errors,
+            m.latency_p50_ms,
+            m.latency_p99_ms,
+            m.latency_mean_ms,
+            m.bytes_received,
+            m.bytes_sent,
+        )
+        for m in reply.methods
+    }
+
+
+def wait_until_serving(connection: Connection | str, timeout: float = 60.0) -> None:
+    """Poll the health service until the server answers SERVING.
+
+    Raises:
+        ServerUnavailableError: not serving within ``timeout`` seconds.
+    """
+    connection = connection if isinstance(connection, Connection) else Connection(connection)
+    deadline = time.monotonic() + timeout
+    while not connection.is_serving(timeout=min(2.0, max(timeout, 0.1))):
+        if time.monotonic() > deadline:
+            raise ServerUnavailableError(
+                f"gnnstore server at {connection.address} was not serving within {timeout:g} s"
+            )
+        time.sleep(0.1)

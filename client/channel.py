@@ -1,0 +1,164 @@
+"""One lazily opened gRPC channel per process, with a deadline on every call and the error map.
+
+A ``Connection`` is what remote stores and samplers hold instead of a channel: it opens the
+channel on first use in each process (a channel made before ``fork()`` must not be used in the
+child) and drops it when pickled, so PyG's loaders can copy it into workers under fork and
+spawn. A ``grpc.RpcError`` never leaves this module: it becomes a ``GnnStoreError``, looked up
+by the class name the server sent in the closed ``ERRORS_BY_NAME`` table, else by status.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from gnnstore.proto import admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
+from gnnstore.proto.errors import (
+    ERROR_CLASS_KEY,
+    ERRORS_BY_NAME,
+    ERRORS_BY_STATUS,
+    GnnStoreError,
+    InvalidRequestError,
+    ServerUnavailableError,
+)
+from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 30.0
+"""Deadline of one call unless the caller gives another."""
+
+_STUBS = {
+    "FeatureService": feature_pb2_grpc.FeatureServiceStub,
+    "GraphService": graph_pb2_grpc.GraphServiceStub,
+    "IdMapService": idmap_pb2_grpc.IdMapServiceStub,
+    "AdminService": admin_pb2_grpc.AdminServiceStub,
+    "Health": health_pb2_grpc.HealthStub,
+}
+
+
+class Connection:
+    """The client side of one gnnstore server address; cheap to pickle, safe across fork.
+
+    Args:
+        address: ``"host:port"`` of a running ``gnnstore serve``.
+        timeout: deadline in seconds of each call that gives none (default 30).
+        max_message_bytes: send and receive limit, mirroring the server's (default 256 MiB).
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise InvalidRequestError(f"address must look like 'host:port', got {address!r}")
+        if not timeout > 0:
+            raise InvalidRequestError(f"timeout must be > 0 seconds, got {timeout}")
+        self.address = address
+        self.timeout = float(timeout)
+        self.max_message_bytes = int(max_message_bytes)
+        self._lock = threading.Lock()
+        self._channel: grpc.Channel | None = None
+        self._pid: int | None = None
+        self._stubs: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"Connection({self.address!r}, timeout={self.timeout})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Never ship a channel across fork or pickle: the other process opens its own.
+        state = self.__dict__.copy()
+        state.update(_lock=None, _channel=None, _pid=None, _stubs={})
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def call(self, service: str, method: str, request: Any, *, timeout: float | None = None) -> Any:
+        """Make one unary call with a deadline.
+
+        Raises:
+            GnnStoreError: the server's error, as the class it named or its status maps to.
+            ServerUnavailableError: the server is unreachable or missed the deadline.
+        """
+        deadline = self.timeout if timeout is None else timeout
+        try:
+            return getattr(self._stub(service), method)(request, timeout=deadline)
+        except grpc.RpcError as exc:
+            raise self._error(exc, f"{service}.{method}", deadline) from None
+
+    def stream(
+        self, service: str, method: str, request: Any, *, timeout: float | None = None
+    ) -> Iterator[Any]:
+        """Make one server-streaming call; the deadline covers the whole stream.
+
+        Raises:
+            GnnStoreError: as for ``call``, also when the stream breaks midway.
+        """
+        deadline = self.timeout if timeout is None else timeout
+        try:
+            yield from getattr(self._stub(service), method)(request, timeout=deadline)
+        except grpc.RpcError as exc:
+            raise self._error(exc, f"{service}.{method}", deadline) from None
+
+    def is_serving(self, *, timeout: float = 2.0) -> bool:
+        """Whether the server answers the standard health check with SERVING."""
+        try:
+            reply = self.call("Health", "Check", health_pb2.HealthCheckRequest(), timeout=timeout)
+        except ServerUnavailableError:
+            return False
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    def close(self) -> None:
+        """Close this process's channel; the next call opens a new one."""
+        with self._lock:
+            if self._channel is not None and self._pid == os.getpid():
+                self._channel.close()
+            self._channel, self._pid, self._stubs = None, None, {}
+
+    def _stub(self, service: str) -> Any:
+        pid = os.getpid()
+        with self._lock:
+            if self._channel is None or self._pid != pid:
+                # A channel inherited through fork belongs to the parent: leave it alone.
+                self._channel = grpc.insecure_channel(self.address, options=self._options())
+                self._pid, self._stubs = pid, {}
+                logger.debug("opened channel to %s in process %d", self.address, pid)
+            stub = self._stubs.get(service)
+            if stub is None:
+                stub = self._stubs[service] = _STUBS[service](self._channel)
+            return stub
+
+    def _options(self) -> list[tuple[str, Any]]:
+        return [
+            ("grpc.max_send_message_length", self.max_message_bytes),
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            # Keepalive finds a dead server on an idle connection; the server permits this rate.
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.keepalive_timeout_ms", 10_000),
+        ]
+
+    def _error(self, exc: grpc.RpcError, rpc: str, deadline: float) -> GnnStoreError:
+        code, details = exc.code(), exc.details() or ""
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return ServerUnavailableError(
+                f"gnnstore server at {self.address} did not answer {rpc} within {deadline:g} s"
+            )
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return ServerUnavailableError(
+                f"gnnstore server at {self.address} is unavailable ({details}); "
+                f"is `gnnstore serve` running there?"
+            )
+        name = dict(exc.trailing_metadata() or ()).get(ERROR_CLASS_KEY)
+        cls = ERRORS_BY_NAME.get(name) or ERRORS_BY_STATUS.get(code, GnnStoreError)
+        return cls(details or f"{rpc} failed with {code.name}")

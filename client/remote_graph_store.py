@@ -1,0 +1,75 @@
+"""``RemoteGraphStore``: PyG's GraphStore over a gnnstore server (edge attributes and edge lists).
+
+Sampling does not need the edge list in the trainer: ``RemoteNeighborSampler`` samples on the
+server. This store lists edge types with their sizes (PyG infers node counts from them) and
+streams a whole edge index only when asked (PyG's stock sampler, ``edge_label_index=<type>``).
+Edge types decode to ``(src, rel, dst)`` tuples, ``None`` for a homogeneous graph.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch_geometric.data import EdgeAttr, GraphStore
+from torch_geometric.typing import EdgeTensorType
+
+from gnnstore.client.channel import Connection
+from gnnstore.proto import graph_pb2
+from gnnstore.proto.codec import edge_type_from_proto, edge_type_to_proto, tensor_from_proto
+
+SERVICE = "GraphService"
+
+
+class RemoteGraphStore(GraphStore):
+    """PyG GraphStore whose edges live on a gnnstore server; safe to pickle into workers.
+
+    Args:
+        connection: a :class:`Connection`, or a ``"host:port"`` address to open one for.
+    """
+
+    def __init__(self, connection: Connection | str) -> None:
+        super().__init__()
+        self.connection = connection if isinstance(connection, Connection) else Connection(connection)
+        self._edge_attrs: list[tuple] | None = None
+
+    def __repr__(self) -> str:
+        return f"RemoteGraphStore({self.connection.address!r})"
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        """New ``EdgeAttr`` objects with ``size`` set, one per stored (edge type, layout)."""
+        if self._edge_attrs is None:
+            reply = self.connection.call(SERVICE, "ListEdgeAttrs", graph_pb2.ListEdgeAttrsRequest())
+            self._edge_attrs = [
+                (
+                    edge_type_from_proto(a.edge_type),
+                    a.layout,
+                    a.is_sorted,
+                    (a.num_src_nodes, a.num_dst_nodes),
+                )
+                for a in reply.edge_attrs
+            ]
+        return [
+            EdgeAttr(edge_type, layout, is_sorted=is_sorted, size=size)
+            for edge_type, layout, is_sorted, size in self._edge_attrs
+        ]
+
+    def _get_edge_index(self, edge_attr: EdgeAttr) -> EdgeTensorType | None:
+        request = graph_pb2.GetEdgeIndexRequest(
+            edge_type=edge_type_to_proto(edge_attr.edge_type), layout=edge_attr.layout.value
+        )
+        firsts: list[Tensor] = []
+        seconds: list[Tensor] = []
+        for chunk in self.connection.stream(SERVICE, "GetEdgeIndex", request):
+            firsts.append(tensor_from_proto(chunk.first))
+            seconds.append(tensor_from_proto(chunk.second))
+        empty = torch.empty(0, dtype=torch.long)
+        return (torch.cat(firsts) if firsts else empty, torch.cat(seconds) if seconds else empty)
+
+    def _put_edge_index(self, edge_index: EdgeTensorType, edge_attr: EdgeAttr) -> bool:
+        raise NotImplementedError(
+            "the gnnstore service does not take edge writes; load edges with `gnnstore ingest`"
+        )
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        raise NotImplementedError(
+            "the gnnstore service does not remove edges; re-ingest the edge type instead"
+        )

@@ -1,0 +1,205 @@
+"""``RemoteNeighborSampler``: a PyG BaseSampler whose sampling runs on the gnnstore server.
+
+The server runs PyG's own ``node_sample`` / ``edge_sample`` around its sampling engine, so a
+batch's fields, metadata and negatives are exactly what PyG's ``NeighborSampler`` builds, and
+the negatives are drawn against the server's authoritative node counts. Ids in the output:
+
+* ``node`` (``batch.n_id``) — **global** node ids, the seeds first and in seed order;
+* ``row``/``col`` (``batch.edge_index``) — **local**: positions in ``node`` of each type;
+* ``edge`` (``batch.e_id``) — **global** edge ids (positions in the stored edge list);
+* ``edge_label_index``, ``src_index``, ``dst_pos_index``, ``dst_neg_index`` — **local**. The
+  global id of a negative is ``n_id[dst_neg_index]`` (heterogeneous: ``batch[dst].n_id[...]``).
+
+Given the loader's feature store (``feature_store=fs``), each sampling RPC also returns the
+sampled nodes' feature rows, and ``fs.multi_get_tensor(index=n_id)`` is answered from them:
+one round trip per mini-batch.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import get_worker_info
+from torch_geometric.sampler import (
+    BaseSampler,
+    EdgeSamplerInput,
+    HeteroSamplerOutput,
+    NegativeSampling,
+    NodeSamplerInput,
+    NumNeighbors,
+    SamplerOutput,
+)
+from torch_geometric.typing import EdgeType
+
+from gnnstore.client.channel import Connection
+from gnnstore.client.remote_feature_store import RemoteFeatureStore
+from gnnstore.client.remote_graph_store import RemoteGraphStore
+from gnnstore.proto import graph_pb2
+from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.proto.sample_codec import (
+    edge_input_to_proto,
+    node_input_to_proto,
+    node_rows_from_proto,
+    options_to_proto,
+    output_from_proto,
+)
+
+logger = logging.getLogger(__name__)
+
+_GOLDEN = 0x9E3779B97F4A7C15
+_UINT64 = 1 << 64
+
+
+class RemoteNeighborSampler(BaseSampler):
+    """Uniform neighbour sampling on a gnnstore server, as PyG's ``NeighborSampler`` samples.
+
+    Works with ``NodeLoader(data=(fs, gs), node_sampler=...)``, ``LinkLoader``,
+    ``NeighborLoader(..., neighbor_sampler=...)`` and ``LinkNeighborLoader(...,
+    neighbor_sampler=...)``, with ``num_workers`` > 0 under fork and spawn.
+
+    Args:
+        address_or_client: ``"host:port"``, a :class:`Connection`, or a remote store whose
+            connection to share.
+        num_neighbors: fanouts per hop (-1 = all neighbours): one list for every edge type, a
+            dict edge type → list, or PyG's ``NumNeighbors``.
+        replace: sample with replacement.
+        disjoint: each seed gets its own subtree (``batch.batch`` holds the seed index).
+        seed: ``None`` draws each request's seed from torch's generator (``torch.manual_seed``
+            repeats a run, per worker as the DataLoader seeds them); an int makes request ``i``
+            of each worker use a seed derived from ``(seed, worker, i)``.
+        feature_store: the loader's :class:`RemoteFeatureStore`; its rows for the sampled
+            nodes then travel in the sampling RPC.
+        timeout: deadline of each sampling RPC (default: the connection's).
+    """
+
+    def __init__(
+        self,
+        address_or_client: str | Connection | RemoteFeatureStore | RemoteGraphStore,
+        num_neighbors: Sequence[int] | Mapping[EdgeType, Sequence[int]] | NumNeighbors,
+        *,
+        replace: bool = False,
+        disjoint: bool = False,
+        seed: int | None = None,
+        feature_store: RemoteFeatureStore | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.connection = _connection(address_or_client)
+        self.num_neighbors = _plain_num_neighbors(num_neighbors)
+        self.replace = bool(replace)
+        self.disjoint = bool(disjoint)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise InvalidRequestError(f"seed must be an int or None, got {seed!r}")
+        self.seed = seed
+        if feature_store is not None and not isinstance(feature_store, RemoteFeatureStore):
+            raise InvalidRequestError(
+                f"feature_store must be a RemoteFeatureStore, got {type(feature_store).__name__}"
+            )
+        self.feature_store = feature_store
+        self.timeout = timeout
+        self._calls = itertools.count()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_calls"] = None  # an itertools.count cannot be pickled; each process counts anew
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._calls = itertools.count()
+
+    @property
+    def edge_permutation(self) -> None:
+        """``None``: ``edge`` already holds the server's edge ids."""
+        return None
+
+    def sample_from_nodes(
+        self, index: NodeSamplerInput, **kwargs: Any
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """Sample around the seeds of ``index`` (**global** ids) in one RPC.
+
+        Raises:
+            InvalidRequestError: no seeds, an id out of range, bad fanouts, seed times.
+            NotFoundError: an unknown node type.
+            ServerUnavailableError: the server is unreachable or missed the deadline.
+        """
+        request = node_input_to_proto(index)
+        self._prepare(request)
+        return self._sample("SampleFromNodes", request)
+
+    def sample_from_edges(
+        self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """Sample around seed links (global endpoint ids) and their negatives in one RPC.
+
+        Label indices in the metadata are **local**; ``n_id[dst_neg_index]`` are the
+        negatives' global ids.
+
+        Raises:
+            InvalidRequestError: no links, an id out of range, bad fanouts or negative sampling.
+            NotFoundError: an unknown edge or node type.
+            ServerUnavailableError: the server is unreachable or missed the deadline.
+        """
+        request = edge_input_to_proto(index, neg_sampling)
+        self._prepare(request)
+        return self._sample("SampleFromEdges", request)
+
+    def _prepare(self, request: Any) -> None:
+        request.options.CopyFrom(
+            options_to_proto(
+                self.num_neighbors,
+                replace=self.replace,
+                disjoint=self.disjoint,
+                seed=self._request_seed(),
+            )
+        )
+        if self.feature_store is not None:
+            attrs = [(s.group_name, s.attr_name) for s in self.feature_store.schema()]
+            request.features.CopyFrom(self.feature_store.exchange.request(attrs))
+
+    def _sample(
+        self, method: str, request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        reply = self.connection.call("GraphService", method, request, timeout=self.timeout)
+        out = output_from_proto(reply)
+        if self.feature_store is not None:
+            rows = [node_rows_from_proto(r) for r in reply.features]
+            self.feature_store.exchange.deliver(out, rows)
+        return out
+
+    def _request_seed(self) -> int:
+        if self.seed is None:
+            return int(torch.randint(1 << 62, ()))
+        info = get_worker_info()
+        worker = 0 if info is None else info.id + 1
+        return (self.seed * _GOLDEN + worker * (_GOLDEN >> 7) + next(self._calls)) % _UINT64
+
+
+def _connection(client: str | Connection | RemoteFeatureStore | RemoteGraphStore) -> Connection:
+    if isinstance(client, Connection):
+        return client
+    if isinstance(client, (RemoteFeatureStore, RemoteGraphStore)):
+        return client.connection
+    if isinstance(client, str):
+        return Connection(client)
+    raise InvalidRequestError(
+        f"expected a 'host:port' address, a Connection or a remote store, got {type(client).__name__}"
+    )
+
+
+def _plain_num_neighbors(
+    num_neighbors: Sequence[int] | Mapping[EdgeType, Sequence[int]] | NumNeighbors,
+) -> list[int] | dict[EdgeType, list[int]]:
+    """PyG's accepted forms as a plain list or dict of lists (what travels)."""
+    if isinstance(num_neighbors, NumNeighbors):
+        num_neighbors = num_neighbors.values
+    if isinstance(num_neighbors, Mapping):
+        return {tuple(et): [int(k) for k in hops] for et, hops in num_neighbors.items()}
+    if isinstance(num_neighbors, (list, tuple)):
+        return [int(k) for k in num_neighbors]
+    raise InvalidRequestError(
+        f"num_neighbors must be a list of ints or a dict edge type -> list, got "
+        f"{type(num_neighbors).__name__}"
+    )
