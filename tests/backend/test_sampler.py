@@ -6,14 +6,16 @@ import threading
 
 import pytest
 import torch
-from sampler_checks import check_batch, power_law_edge_index
+from sampler_checks import InMemoryGraphStore, check_batch, power_law_edge_index
 from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader, NodeLoader
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 
 from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.topology import TopologySnapshot
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 N, E = 300, 3000
 
@@ -223,3 +225,20 @@ def test_bad_link_input_is_refused(engine: SamplingEngine) -> None:
     hetero = TopologySnapshot.from_edge_index({("a", "r", "b"): torch.tensor([[0], [0]])}, {"a": 1, "b": 1})
     with pytest.raises(NotFoundError, match="node type 'c' is not in the graph"):
         SamplingEngine(hetero).sample({"c": torch.tensor([0])}, [1])
+
+
+def test_loaders_over_a_store_pair_with_a_mapped_snapshot(tmp_path, graph: Data) -> None:
+    """RocksDB features + a graph store, sampled through a snapshot built from that store."""
+    graph_store = InMemoryGraphStore({None: (graph.edge_index, (N, N))})
+    snapshot = build_snapshot(graph_store, tmp_path / "snapshots", chunk_size=500)
+    sampler = SnapshotNeighborSampler(snapshot, [4, 2], seed=3)
+    with RocksDBFeatureStore(tmp_path / "features") as feature_store:
+        feature_store.put_tensor(graph.x, group_name=None, attr_name="x", index=None)
+        node_loader = NodeLoader((feature_store, graph_store), node_sampler=sampler,
+                                 input_nodes=torch.arange(64), batch_size=16)
+        link_loader = LinkNeighborLoader((feature_store, graph_store), [4, 2], neighbor_sampler=sampler,
+                                         edge_label_index=(None, graph.edge_index[:, :48]), batch_size=16,
+                                         neg_sampling="binary")
+        for batch in [*node_loader, *link_loader]:
+            assert torch.equal(batch.n_id[batch.edge_index], graph.edge_index[:, batch.e_id])
+            assert torch.equal(batch.x.view(-1), graph.x.view(-1)[batch.n_id])
