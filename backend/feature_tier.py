@@ -90,9 +90,9 @@ class TierArray:
             )
         if not ids.size:
             return torch.empty((0, *self.rows.shape[1:]), dtype=self.dtype)
-        n = self.rows.shape[0]
-        if (ids.min() < 0 or ids.max() >= n):
-            bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+        n, low, high = self.rows.shape[0], int(ids.min()), int(ids.max())
+        if low < 0 or high >= n:
+            bad = low if low < 0 else high
             raise InvalidRequestError(
                 f"feature tier: id {bad} is out of range for node type {self.group_name!r}, "
                 f"attr {self.attr_name!r} (valid ids: 0..{n - 1})"

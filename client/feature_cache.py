@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
 import torch
 from torch import Tensor
@@ -35,6 +36,20 @@ STATIC = "static"
 POLICY_NAMES = (STATIC, *EVICTION_POLICIES, *(f"{STATIC}+{n}" for n in EVICTION_POLICIES))
 
 FetchMissing = Callable[[Tensor], Tensor]
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_rows(dst: np.ndarray, dst_at: np.ndarray, src: np.ndarray, src_at: np.ndarray) -> None:
+    """``dst[dst_at[i]] = src[src_at[i]]`` for every i, one pass over the bytes."""
+    for i in range(dst_at.shape[0]):
+        dst[dst_at[i], :] = src[src_at[i], :]
+
+
+def _words(t: Tensor) -> np.ndarray:
+    """A contiguous CPU tensor's rows as a 2-D array of the widest unsigned words that fit."""
+    flat = t.reshape(t.shape[0], -1).view(torch.uint8).numpy()
+    width = next(w for w in (8, 4, 2, 1) if flat.shape[1] % w == 0)
+    return flat.view(f"u{width}")
 
 
 @dataclass(frozen=True)
@@ -223,14 +238,13 @@ class FeatureCache:
                 return slot.storage.index_select(0, self._on_device(pos))
             out = torch.empty((pos.shape[0], *slot.spec.shape[1:]), dtype=slot.spec.dtype, device=self.device)
             at = np.flatnonzero(pos >= 0)
-            if at.size:
-                out.index_copy_(0, self._on_device(at), slot.storage.index_select(0, self._on_device(pos[at])))
+            self._move_rows(out, at, slot.storage, pos[at])
         miss_u = pos_u < 0
         missing = uniq[miss_u]
         rows = self._check_rows(slot, missing, fetch_missing(torch.from_numpy(missing))).to(self.device)
         at = np.flatnonzero(pos < 0)
         rank = np.cumsum(miss_u) - 1  # index of each distinct missing id in ``rows``
-        out.index_copy_(0, self._on_device(at), rows.index_select(0, self._on_device(rank[inverse[at]])))
+        self._move_rows(out, at, rows, rank[inverse[at]])
         with self._lock:
             self._store(slot, missing, rows)
         return out
@@ -309,18 +323,14 @@ class FeatureCache:
         slot.ensure(int(uniq[-1]))
         pos = slot.id2pos[uniq]
         at = np.flatnonzero(pos >= 0)
-        if at.size:  # resident: refresh the row in place
-            slot.storage.index_copy_(0, self._on_device(pos[at]), rows.index_select(0, self._on_device(at)))
+        self._move_rows(slot.storage, pos[at], rows, at)  # resident: refresh the row in place
         if slot.policy is None:
             return int(at.size)
         at_new = np.flatnonzero(pos < 0)[: slot.policy.capacity]
         new = uniq[at_new]
         slot.policy.admit(new, slot.id2pos, slot.pos2id)
         kept = slot.id2pos[new] >= 0  # in a full tier a late id may evict an early one
-        src = rows if at_new.size == uniq.size and kept.all() else rows.index_select(
-            0, self._on_device(at_new[kept])
-        )
-        slot.storage.index_copy_(0, self._on_device(slot.id2pos[new[kept]]), src)
+        self._move_rows(slot.storage, slot.id2pos[new[kept]], rows, at_new[kept])
         return int(at.size + kept.sum())
 
     def _find(self, slot: _Slot, uniq: np.ndarray) -> np.ndarray:
@@ -375,6 +385,15 @@ class FeatureCache:
                 f"{slot.spec.dtype} of shape {want}; got {got[0]} of shape {got[1]}"
             )
         return rows
+
+    def _move_rows(self, dst: Tensor, dst_at: np.ndarray, src: Tensor, src_at: np.ndarray) -> None:
+        """``dst[dst_at] = src[src_at]``: one pass on the CPU, two torch kernels on a GPU."""
+        if not dst_at.size or not dst[0].numel():
+            return
+        if dst.is_cuda:
+            dst.index_copy_(0, self._on_device(dst_at), src.index_select(0, self._on_device(src_at)))
+        else:
+            _copy_rows(_words(dst), dst_at, _words(src.contiguous()), src_at)
 
     def _on_device(self, array: np.ndarray) -> Tensor:
         return torch.from_numpy(array).to(self.device)
