@@ -170,18 +170,18 @@ class TopologySnapshot:
         """
         if isinstance(edge_index, dict):
             if not isinstance(num_nodes, dict):
-                raise _invalid("a heterogeneous edge_index needs num_nodes per node type")
+                raise InvalidRequestError("a heterogeneous edge_index needs num_nodes per node type")
             counts = {nt: _count(nt, n) for nt, n in num_nodes.items()}
             edges = {}
             for et, ei in edge_index.items():
                 et = _check_edge_type(et)
                 for nt in (et[0], et[-1]):
                     if nt not in counts:
-                        raise _invalid(f"edge type {et!r}: node type {nt!r} has no num_nodes")
+                        raise InvalidRequestError(f"edge type {et!r}: node type {nt!r} has no num_nodes")
                 edges[et] = topology_from_coo(et, ei, counts[et[0]], counts[et[-1]], csr=csr)
             return cls(num_nodes=counts, edges=edges, version=version)
         if isinstance(num_nodes, dict):
-            raise _invalid("a homogeneous edge_index needs num_nodes as one int")
+            raise InvalidRequestError("a homogeneous edge_index needs num_nodes as one int")
         n = _count(None, num_nodes)
         return cls(
             num_nodes={None: n},
@@ -350,19 +350,15 @@ def _edge_type(value: object) -> EdgeType | None:
 def _check_edge_type(et: object) -> EdgeType:
     if isinstance(et, tuple) and len(et) == 3 and all(isinstance(v, str) for v in et):
         return et
-    raise _invalid(f"edge type must be a (src, rel, dst) tuple of str, got {et!r}")
+    raise InvalidRequestError(f"edge type must be a (src, rel, dst) tuple of str, got {et!r}")
 
 
 def _count(node_type: NodeType | None, n: object) -> int:
     if isinstance(n, Tensor):
         n = int(n)
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
-        raise _invalid(f"num_nodes of node type {node_type!r} must be an int >= 0, got {n!r}")
+        raise InvalidRequestError(f"num_nodes of node type {node_type!r} must be an int >= 0, got {n!r}")
     return int(n)
-
-
-def _invalid(message: str) -> InvalidRequestError:
-    return InvalidRequestError(message)
 
 
 def topology_from_coo(
@@ -375,14 +371,14 @@ def topology_from_coo(
     """
     if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
         shape = tuple(edge_index.shape) if isinstance(edge_index, Tensor) else type(edge_index)
-        raise _invalid(f"edge type {edge_type!r}: edge_index must be a [2, E] tensor, got {shape}")
+        raise InvalidRequestError(f"edge type {edge_type!r}: edge_index must be a [2, E] tensor, got {shape}")
     if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
-        raise _invalid(f"edge type {edge_type!r}: edge_index must hold integers, got {edge_index.dtype}")
+        raise InvalidRequestError(f"edge type {edge_type!r}: edge_index must hold integers, got {edge_index.dtype}")
     row, col = edge_index.detach().cpu().to(torch.int64).numpy()
     for name, ids, bound in (("source", row, num_src), ("destination", col, num_dst)):
         bad = first_out_of_range(ids, bound)
         if bad is not None:
-            raise _invalid(
+            raise InvalidRequestError(
                 f"edge type {edge_type!r}: {name} id {bad} is out of range [0, {bound})"
             )
     e_id = np.arange(row.shape[0], dtype=np.int64)
