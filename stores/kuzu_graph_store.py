@@ -1,0 +1,294 @@
+"""PyG GraphStore over embedded Kùzu: one node table per node type, one rel table per edge layout.
+
+Schema, all named by the store (``n3_paper``, ``r7_cites``: a counter plus the name with every
+character outside ``[A-Za-z0-9_]`` dropped), so no user string ever becomes Cypher text:
+
+* ``gnnstore_meta(key STRING PRIMARY KEY, value STRING)`` holds json records: ``version``,
+  ``next_table``, ``node:<json node type>`` -> ``{table, num_nodes}`` and
+  ``edge:<json [edge type, layout]>`` -> ``{table, size, is_sorted, num_edges, seq}``;
+* a node table per node type holds the dense ids ``0 .. N-1`` (``id INT64`` primary key);
+* a rel table per stored (edge type, layout) holds the layout's COO expansion with
+  ``e_id INT64``, the position in that expansion.
+
+Atomicity: Kùzu 0.11.3 runs DDL and ``COPY`` inside a manual transaction, so a put is one
+transaction: create a fresh rel table, ``COPY`` the edges from an Arrow table, extend node
+tables, drop the old rel table and switch the metadata record and version. A failure at any
+point (bad ids, an exception, ``kill -9``) rolls back and the previous edges stay readable.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import kuzu
+import numpy as np
+import pyarrow as pa
+import torch
+from torch import Tensor
+from torch_geometric.data import EdgeAttr
+from torch_geometric.data.graph_store import EdgeLayout
+
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
+from gnnstore.stores.edge_layout import (
+    EdgeTypeKey,
+    check_edge_type,
+    from_coo,
+    node_types_of,
+    to_coo,
+)
+
+logger = logging.getLogger(__name__)
+
+_META = "gnnstore_meta"
+_NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+class KuzuGraphStore(BaseGraphStore):
+    """PyG GraphStore (plus streaming and versions) over an embedded Kùzu database.
+
+    Args:
+        path: the Kùzu database file (created when missing unless ``read_only``).
+        read_only: open without the write lock; puts and removes raise ``PreconditionError``.
+    """
+
+    page_edges = 1 << 22  # edges one query materialises (as Arrow) while streaming
+
+    def __init__(self, path: str | os.PathLike, *, read_only: bool = False) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only and not self.path.exists():
+            raise PreconditionError(f"graph store {self.path} does not exist (run `gnnstore ingest`)")
+        try:
+            self._db = kuzu.Database(str(self.path), read_only=read_only)
+            self._conn = kuzu.Connection(self._db)
+        except RuntimeError as exc:
+            raise PreconditionError(f"cannot open graph store {self.path}: {exc}") from exc
+        self._lock = threading.RLock()
+        if _META not in self._table_names():
+            if read_only:
+                raise PreconditionError(f"{self.path} is not a gnnstore graph (no {_META} table)")
+            with self._transaction():
+                self._run(f"CREATE NODE TABLE {_META}(key STRING, value STRING, PRIMARY KEY(key))")
+                self._set_meta("version", f"{uuid.uuid4().hex}-0")
+                self._set_meta("next_table", 0)
+        self._meta = self._load_meta()
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection and the database (checkpointing a writer's WAL)."""
+        if getattr(self, "_conn", None) is not None:
+            self._conn.close()
+            self._db.close()
+            self._conn = self._db = None
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({str(self.path)!r})"
+
+    # ---- BaseGraphStore extras -------------------------------------------------------------
+
+    def version(self) -> str:
+        """An opaque token that changes on every put and remove and survives reopening."""
+        return self._meta["version"]
+
+    def iter_edge_index(
+        self, edge_type: EdgeTypeKey, chunk_size: int = DEFAULT_CHUNK_EDGES
+    ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+        """Yield ``(row, col, e_id)`` chunks (global ids) of ``edge_type`` in edge-id order.
+
+        The canonical edge list is the COO layout if one was put, else the first layout put.
+        At most ``max(chunk_size, page_edges)`` edges are held in memory at a time.
+
+        Raises:
+            NotFoundError: no edges of ``edge_type`` are stored.
+            InvalidRequestError: ``chunk_size`` below 1 or a malformed edge type.
+        """
+        edge_type = check_edge_type(edge_type)
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise InvalidRequestError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+        info = self._canonical(edge_type)
+        total, page = info["num_edges"], max(chunk_size, self.page_edges)
+        for low in range(0, total, page):
+            high = min(total, low + page)
+            row, col = self._read_edges(info, low, high)
+            for start in range(0, high - low, chunk_size):
+                stop = min(high - low, start + chunk_size)
+                yield (torch.from_numpy(row[start:stop]), torch.from_numpy(col[start:stop]),
+                       torch.arange(low + start, low + stop, dtype=torch.long))
+
+    # ---- PyG hooks -------------------------------------------------------------------------
+
+    def _put_edge_index(self, edge_index: tuple[Tensor, Tensor], edge_attr: EdgeAttr) -> bool:
+        if self.read_only:
+            raise PreconditionError(f"graph store {self.path} is open read-only")
+        edge_type = check_edge_type(edge_attr.edge_type)
+        layout = EdgeLayout(edge_attr.layout)
+        edges = to_coo(edge_index, edge_type, layout, edge_attr.size, bool(edge_attr.is_sorted))
+        key = _edge_key(edge_type, layout)
+        old = self._meta.get(key)
+        src_type, dst_type = node_types_of(edge_type)
+        with self._transaction():
+            src_table = self._ensure_nodes(src_type, edges.size[0])
+            dst_table = self._ensure_nodes(dst_type, edges.size[1])
+            rel = edge_type[1] if isinstance(edge_type, tuple) else edge_type or "edges"
+            table = self._new_table_name("r", rel)
+            self._run(f"CREATE REL TABLE {table}(FROM {src_table} TO {dst_table}, e_id INT64)")
+            if edges.row.size:
+                frame = pa.table({"from": edges.row, "to": edges.col,
+                                  "e_id": np.arange(edges.row.size, dtype=np.int64)})
+                self._run(f"COPY {table} FROM $frame", {"frame": frame})
+            if old is not None:
+                self._run(f"DROP TABLE {old['table']}")
+            seq = old["seq"] if old is not None else self._meta["next_table"]
+            self._set_meta(key, {"table": table, "size": list(edges.size),
+                                 "is_sorted": bool(edge_attr.is_sorted),
+                                 "num_edges": int(edges.row.size), "seq": seq})
+            self._bump_version()
+        logger.info("edge type %r (%s): %d edges put into %s", edge_type, layout.value,
+                    edges.row.size, table)
+        return True
+
+    def _get_edge_index(self, edge_attr: EdgeAttr) -> tuple[Tensor, Tensor] | None:
+        edge_type = check_edge_type(edge_attr.edge_type)
+        layout = EdgeLayout(edge_attr.layout)
+        info = self._meta.get(_edge_key(edge_type, layout))
+        if info is None:
+            return None
+        row, col = self._read_edges(info, 0, info["num_edges"])
+        return from_coo(row, col, layout, tuple(info["size"]))
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        if self.read_only:
+            raise PreconditionError(f"graph store {self.path} is open read-only")
+        edge_type = check_edge_type(edge_attr.edge_type)
+        key = _edge_key(edge_type, EdgeLayout(edge_attr.layout))
+        info = self._meta.get(key)
+        if info is None:
+            return False
+        with self._transaction():
+            self._run(f"DROP TABLE {info['table']}")
+            self._run(f"MATCH (m:{_META} {{key: $key}}) DELETE m", {"key": key})
+            del self._meta[key]
+            self._bump_version()
+        logger.info("edge type %r (%s) removed", edge_type, edge_attr.layout)
+        return True
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        """One fresh ``EdgeAttr`` per stored (edge type, layout), in first-put order."""
+        out = []
+        for key, info in sorted(self._edge_records(), key=lambda kv: kv[1]["seq"]):
+            edge_type, layout = json.loads(key[len("edge:"):])
+            out.append(EdgeAttr(_decode_edge_type(edge_type), EdgeLayout(layout),
+                                is_sorted=info["is_sorted"], size=tuple(info["size"])))
+        return out
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _run(self, query: str, parameters: dict | None = None) -> kuzu.QueryResult:
+        with self._lock:
+            return self._conn.execute(query, parameters or {})
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One Kùzu write transaction; on any failure roll back and reload the metadata."""
+        with self._lock:
+            self._run("BEGIN TRANSACTION")
+            try:
+                yield
+            except BaseException:
+                self._run("ROLLBACK")
+                self._meta = self._load_meta()
+                raise
+            self._run("COMMIT")
+
+    def _table_names(self) -> set[str]:
+        result = self._run("CALL show_tables() RETURN name")
+        return set(result.get_as_arrow().column(0).to_pylist())
+
+    def _load_meta(self) -> dict:
+        table = self._run(f"MATCH (m:{_META}) RETURN m.key, m.value").get_as_arrow()
+        return {k: json.loads(v) for k, v in zip(table.column(0).to_pylist(),
+                                                 table.column(1).to_pylist())}
+
+    def _set_meta(self, key: str, value: object) -> None:
+        self._run(f"MERGE (m:{_META} {{key: $key}}) SET m.value = $value",
+                  {"key": key, "value": json.dumps(value)})
+        if hasattr(self, "_meta"):
+            self._meta[key] = value
+
+    def _bump_version(self) -> None:
+        db_id, counter = self._meta["version"].rsplit("-", 1)
+        self._set_meta("version", f"{db_id}-{int(counter) + 1}")
+
+    def _new_table_name(self, kind: str, name: str | None) -> str:
+        number = self._meta["next_table"]
+        self._set_meta("next_table", number + 1)
+        return f"{kind}{number}_{_NOT_IDENT.sub('', name or 'homogeneous')[:40]}"
+
+    def _ensure_nodes(self, node_type: str | None, num_nodes: int) -> str:
+        """The node table of ``node_type``, grown to hold ids ``0 .. num_nodes-1``."""
+        key = "node:" + json.dumps(node_type)
+        info = self._meta.get(key)
+        if info is None:
+            info = {"table": self._new_table_name("n", node_type), "num_nodes": 0}
+            self._run(f"CREATE NODE TABLE {info['table']}(id INT64, PRIMARY KEY(id))")
+        if num_nodes > info["num_nodes"]:
+            ids = pa.table({"id": np.arange(info["num_nodes"], num_nodes, dtype=np.int64)})
+            self._run(f"COPY {info['table']} FROM $ids", {"ids": ids})
+            info = {**info, "num_nodes": num_nodes}
+        self._set_meta(key, info)
+        return info["table"]
+
+    def _edge_records(self) -> list[tuple[str, dict]]:
+        return [(k, v) for k, v in self._meta.items() if k.startswith("edge:")]
+
+    def _canonical(self, edge_type: EdgeTypeKey) -> dict:
+        coo = self._meta.get(_edge_key(edge_type, EdgeLayout.COO))
+        if coo is not None:
+            return coo
+        mine = [info for key, info in self._edge_records()
+                if _decode_edge_type(json.loads(key[len("edge:"):])[0]) == edge_type]
+        if not mine:
+            stored = sorted({repr(a.edge_type) for a in self.get_all_edge_attrs()})
+            raise NotFoundError(
+                f"no edges of edge type {edge_type!r} are stored (stored: {', '.join(stored) or 'none'})"
+            )
+        return min(mine, key=lambda info: info["seq"])
+
+    def _read_edges(self, info: dict, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
+        """(row, col) of edge ids ``low .. high-1`` in edge-id order, through one Arrow export."""
+        n = high - low
+        row, col = np.empty(n, np.int64), np.empty(n, np.int64)
+        if n == 0:
+            return row, col
+        where = "" if n == info["num_edges"] else " WHERE r.e_id >= $low AND r.e_id < $high"
+        result = self._run(
+            f"MATCH (a)-[r:{info['table']}]->(b){where} RETURN a.id, b.id, r.e_id",
+            {"low": low, "high": high} if where else None,
+        )
+        table = result.get_as_arrow()
+        pos = table.column(2).to_numpy() - low
+        if len(pos) != n:
+            raise PreconditionError(
+                f"graph store {self.path}: table {info['table']} returned {len(pos)} of {n} edges "
+                "(the database is corrupt; re-run `gnnstore ingest`)"
+            )
+        row[pos], col[pos] = table.column(0).to_numpy(), table.column(1).to_numpy()
+        return row, col
+
+
+def _edge_key(edge_type: EdgeTypeKey, layout: EdgeLayout) -> str:
+    return "edge:" + json.dumps([edge_type, layout.value])
+
+
+def _decode_edge_type(raw: object) -> EdgeTypeKey:
+    return tuple(raw) if isinstance(raw, list) else raw

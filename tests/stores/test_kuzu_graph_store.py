@@ -1,0 +1,108 @@
+"""KuzuGraphStore: the graph-store contract plus persistence across processes and crash safety."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from graph_store_contract import HETERO, GraphStoreContract, random_coo, stored_edges
+
+from gnnstore.proto.errors import PreconditionError
+from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
+
+
+class TestKuzuGraphStore(GraphStoreContract):
+    def make_store(self, tmp_path: Path) -> KuzuGraphStore:
+        return KuzuGraphStore(tmp_path / "graph.kuzu")
+
+
+def test_streaming_pages_hold_edge_id_order(tmp_path: Path) -> None:
+    with KuzuGraphStore(tmp_path / "g.kuzu") as store:
+        store.page_edges = 64  # force several paged range queries
+        row, col = random_coo(50, 50, 1000)
+        store.put_edge_index((row, col), None, "coo", size=(50, 50))
+        chunks = list(store.iter_edge_index(None, chunk_size=30))
+        assert max(c[0].numel() for c in chunks) == 30
+        r, c, e_id = (torch.cat(parts) for parts in zip(*chunks))
+        assert torch.equal(e_id, torch.arange(1000)) and torch.equal(r, row) and torch.equal(c, col)
+
+
+def test_reopen_in_a_new_process_gives_the_same_edges(tmp_path: Path) -> None:
+    path = tmp_path / "graph.kuzu"
+    with KuzuGraphStore(path) as store:
+        for i, (et, size) in enumerate(HETERO.items()):
+            store.put_edge_index(random_coo(*size, 50, seed=i), et, "coo", size=size)
+        store.put_edge_index(random_coo(9, 9, 20), None, "coo", size=(9, 9))
+        before, version = stored_edges(store), store.version()
+    saved = tmp_path / "saved.pt"
+    code = ("import sys, torch\n"
+            "from graph_store_contract import stored_edges\n"
+            "from gnnstore.stores.kuzu_graph_store import KuzuGraphStore\n"
+            "s = KuzuGraphStore(sys.argv[1], read_only=True)\n"
+            "streamed = {a.edge_type: [torch.cat(p) for p in zip(*s.iter_edge_index(a.edge_type, 7))]"
+            " for a in s.get_all_edge_attrs()}\n"
+            "torch.save((stored_edges(s), s.version(), streamed), sys.argv[2])")
+    subprocess.run([sys.executable, "-c", code, str(path), str(saved)], check=True, timeout=120,
+                   cwd=Path(__file__).parent)
+    after, got_version, streamed = torch.load(saved)
+    assert got_version == version
+    assert after.keys() == before.keys()
+    for key, (tensors, size, is_sorted) in before.items():
+        assert after[key][1:] == (size, is_sorted)
+        assert all(torch.equal(a, b) for a, b in zip(tensors, after[key][0]))
+        row, col, e_id = streamed[key[0]]
+        assert torch.equal(row, tensors[0]) and torch.equal(col, tensors[1])
+        assert torch.equal(e_id, torch.arange(row.numel()))
+
+
+def test_read_only_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "graph.kuzu"
+    with KuzuGraphStore(path) as store:
+        store.put_edge_index(random_coo(3, 3, 4), None, "coo", size=(3, 3))
+    with KuzuGraphStore(path, read_only=True) as store:
+        with pytest.raises(PreconditionError, match="read-only"):
+            store.put_edge_index(random_coo(3, 3, 4), None, "coo", size=(3, 3))
+        assert len(store.get_all_edge_attrs()) == 1
+    with pytest.raises(PreconditionError, match="does not exist"):
+        KuzuGraphStore(tmp_path / "nowhere.kuzu", read_only=True)
+
+
+WRITER = """
+import sys, torch
+from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
+s = KuzuGraphStore(sys.argv[1])
+k = 1
+while True:
+    n = 200000 + k
+    s.put_edge_index((torch.full((n,), k), torch.arange(n) % 1000), ("a", "r", "b"), "coo")
+    print(k, flush=True)
+    k += 1
+"""
+
+
+def test_killed_writer_leaves_a_whole_previous_state(tmp_path: Path) -> None:
+    path = tmp_path / "graph.kuzu"
+    with KuzuGraphStore(path) as store:
+        store.put_edge_index((torch.zeros(5, dtype=torch.long), torch.arange(5)), ("a", "r", "b"),
+                             "coo")
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().strip() == "1"
+        time.sleep(0.4)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    with KuzuGraphStore(path) as store:
+        (attr,) = store.get_all_edge_attrs()
+        row, col = store.get_edge_index(("a", "r", "b"), "coo")
+        k = int(row[0])
+        assert k >= 1 and row.numel() == 200000 + k  # one whole put: its length names it
+        assert torch.equal(row, torch.full_like(row, k))
+        assert torch.equal(col, torch.arange(row.numel()) % 1000)
+        assert tuple(attr.size) == (k + 1, 1000)
