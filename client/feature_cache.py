@@ -303,6 +303,24 @@ class FeatureCache:
         logger.info("feature cache: warmed (%r, %r) with %d rows", group_name, attr_name, keep.shape[0])
         return int(keep.shape[0])
 
+    def known_ids(self, group_name: Any, *, include_dynamic: bool = False) -> Tensor:
+        """Global ids (int64, ascending) cached for every attr of ``group_name``.
+
+        The sampling request sends these so the server leaves their rows out. By default only
+        the static tier counts: it never evicts, so a row left out is still here when the
+        batch is read. Dynamic rows may be evicted by the batches read in between (a
+        prefetcher samples ahead), which costs a second round trip for that batch.
+        """
+        with self._lock:
+            held = None
+            for (group, _), slot in self._slots.items():
+                if group != group_name:
+                    continue
+                ids = slot.pos2id if include_dynamic else slot.pos2id[: slot.static_rows]
+                ids = np.sort(ids[ids >= 0])
+                held = ids if held is None else np.intersect1d(held, ids, assume_unique=True)
+        return torch.from_numpy(held if held is not None else np.empty(0, dtype=np.int64))
+
     def clear(self) -> None:
         """Drop every cached row (e.g. after the server's feature version changed)."""
         with self._lock:

@@ -158,6 +158,18 @@ def test_insert_refreshes_resident_rows_and_clear_empties() -> None:
     assert not cache.lookup("paper", "x", torch.arange(20))[1].any()
 
 
+def test_known_ids_are_the_rows_held_for_every_attr_of_a_type() -> None:
+    specs = [CachedAttr("paper", "x", torch.float32, (100, 2)), CachedAttr("paper", "y", torch.int64, (100,))]
+    cache = FeatureCache(100 * 24, specs, policy="static+sieve", static_fraction=0.5)
+    cache.warm("paper", "x", torch.tensor([9, 3, 5]), torch.zeros(3, 2))
+    cache.warm("paper", "y", torch.tensor([5, 9, 7]), torch.zeros(3, dtype=torch.int64))
+    cache.insert("paper", "x", torch.tensor([1, 2]), torch.zeros(2, 2))
+    cache.insert("paper", "y", torch.tensor([2]), torch.zeros(1, dtype=torch.int64))
+    assert cache.known_ids("paper").tolist() == [5, 9]
+    assert cache.known_ids("paper", include_dynamic=True).tolist() == [2, 5, 9]
+    assert cache.known_ids("author").numel() == 0
+
+
 def test_ids_beyond_the_schema_grow_the_map() -> None:
     x = torch.randn(50, 2)
     src, cache = Source(x), make_cache(x[:10], 5, "lru")
