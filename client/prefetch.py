@@ -99,6 +99,7 @@ class EpochTiming:
 
     stall_seconds: float = 0.0
     wall_seconds: float = 0.0
+    batches: int = 0
 
     @property
     def stall_fraction(self) -> float:
@@ -134,9 +135,15 @@ class _Epoch(Generic[T]):
         self._timing.wall_seconds = now - self._start
         if isinstance(item, (_End, _Failure)):
             self.close()
+            timing = self._timing
+            logger.info(
+                "prefetch epoch: %d batches, stalled %.3f s of %.3f s (%.1f%%)",
+                timing.batches, timing.stall_seconds, timing.wall_seconds, 100 * timing.stall_fraction,
+            )
             if isinstance(item, _Failure):
                 raise item.error
             raise StopIteration
+        self._timing.batches += 1
         return item
 
     def close(self) -> None:

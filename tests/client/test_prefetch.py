@@ -127,7 +127,7 @@ def test_slow_producer_means_high_stall_fast_producer_low() -> None:
     for _ in fast:
         time.sleep(0.05)
     assert fast.stall_fraction < 0.5
-    assert 0.0 <= fast.timing.stall_seconds <= fast.timing.wall_seconds
+    assert 0.0 <= fast.timing.stall_seconds <= fast.timing.wall_seconds and fast.timing.batches == 8
 
 
 def test_wraps_a_torch_dataloader_with_worker_processes() -> None:
