@@ -1,7 +1,16 @@
 """PyG stores over embedded databases (RocksDB, Kùzu) and the persistent node-key id map."""
 from gnnstore.stores.base import BaseGraphStore
+from gnnstore.stores.data_dir import Stores, open_stores
 from gnnstore.stores.id_map import IdMap
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore, TensorSchema
 
-__all__ = ["BaseGraphStore", "IdMap", "KuzuGraphStore", "RocksDBFeatureStore", "TensorSchema"]
+__all__ = [
+    "BaseGraphStore",
+    "IdMap",
+    "KuzuGraphStore",
+    "RocksDBFeatureStore",
+    "Stores",
+    "TensorSchema",
+    "open_stores",
+]

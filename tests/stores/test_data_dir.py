@@ -1,0 +1,66 @@
+"""open_stores: the data directory layout, creation, reopening and what it refuses."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnnstore.proto.errors import PreconditionError
+from gnnstore.stores import open_stores
+
+
+def test_writer_creates_then_reader_reopens(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with open_stores(data_dir) as stores:
+        stores.feature_store.put_tensor(torch.ones(3, 2), group_name="paper", attr_name="x", index=None)
+        stores.graph_store.put_edge_index((torch.tensor([0, 1]), torch.tensor([2, 0])),
+                                          ("paper", "cites", "paper"), "coo", size=(3, 3))
+        stores.id_map.map_keys("paper", ["a", "b", "c"])
+    assert sorted(p.name for p in data_dir.iterdir()) >= ["features", "graph.kuzu", "idmap"]
+    with open_stores(data_dir, read_only=True) as stores:
+        assert torch.equal(stores.feature_store.get_tensor("paper", "x", None), torch.ones(3, 2))
+        assert stores.graph_store.get_all_edge_attrs()[0].size == (3, 3)
+        assert stores.id_map.to_ids("paper", ["c"]).tolist() == [2]
+
+
+def test_read_only_of_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(PreconditionError, match="does not exist; run `gnnstore ingest"):
+        open_stores(tmp_path / "nowhere", read_only=True)
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_directory_missing_a_part(tmp_path: Path) -> None:
+    with open_stores(tmp_path / "data"):
+        pass
+    (tmp_path / "data" / "graph.kuzu").unlink()
+    for mode in (False, True):
+        with pytest.raises(PreconditionError, match="is missing graph.kuzu; run `gnnstore ingest"):
+            open_stores(tmp_path / "data", read_only=mode)
+
+
+def test_corrupt_parts(tmp_path: Path) -> None:
+    with open_stores(tmp_path / "data"):
+        pass
+    (tmp_path / "data" / "idmap" / "CURRENT").unlink()
+    with pytest.raises(PreconditionError, match="idmap/ is not a RocksDB database"):
+        open_stores(tmp_path / "data")
+    other = tmp_path / "other"
+    with open_stores(other):
+        pass
+    (other / "graph.kuzu").write_bytes(b"not a database")
+    with pytest.raises(PreconditionError, match=r"data directory .*other: cannot open graph store"):
+        open_stores(other, read_only=True)
+
+
+def test_unrelated_folder_is_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(PreconditionError, match="is missing features, graph.kuzu, idmap"):
+        open_stores(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_second_writer_is_refused(tmp_path: Path) -> None:
+    with open_stores(tmp_path / "data"):
+        with pytest.raises(PreconditionError, match="cannot open"):
+            open_stores(tmp_path / "data")
