@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
-from torch_geometric.typing import NodeType
+from torch_geometric.typing import EdgeType, NodeType
 from tqdm import tqdm
 
 from gnnstore.ingest.plan import EdgePlan, NodePlan, plan_ingest
@@ -76,18 +76,23 @@ def ingest_graph(
     )
     with tqdm(total=total, unit="rows", unit_scale=True, disable=not progress) as bar:
         for plan in nodes:
-            with _step(report, bar, "nodes", repr(plan.node_type), plan.num_nodes):
+            with _step(report, bar, "nodes", _type_label(plan.node_type), plan.num_nodes):
                 ids[plan.node_type] = _map_ids(stores.id_map, plan, ids[plan.node_type])
         num_nodes = {p.node_type: stores.id_map.num_nodes(p.node_type) for p in nodes}
         for plan in nodes:
             _check_rows_fit(stores, plan, ids[plan.node_type], num_nodes[plan.node_type])
             _put_features(stores, plan, ids[plan.node_type], num_nodes[plan.node_type], report, bar)
         for plan in edges:
-            with _step(report, bar, "edges", repr(plan.edge_type), plan.edge_index.size(1)):
+            with _step(report, bar, "edges", _type_label(plan.edge_type), plan.edge_index.size(1)):
                 _put_edges(stores, plan, ids, num_nodes)
     report.seconds = time.perf_counter() - start
     logger.info("ingest done: %d steps in %.2f s", len(report.steps), report.seconds)
     return report
+
+
+def _type_label(group: NodeType | EdgeType | None) -> str:
+    """``paper``, ``author,writes,paper`` or ``None`` (homogeneous), as the CLI spells types."""
+    return ",".join(group) if isinstance(group, tuple) else str(group)
 
 
 @contextmanager
@@ -176,13 +181,18 @@ def _put_features(
     whole = plan.num_nodes == num_nodes
     in_order = whole and bool(torch.equal(ids, torch.arange(num_nodes)))
     for name, tensor in plan.attrs.items():
-        with _step(report, bar, "features", f"{plan.node_type!r}.{name}", plan.num_nodes):
+        label = name if plan.node_type is None else f"{plan.node_type}.{name}"
+        with _step(report, bar, "features", label, plan.num_nodes):
             if in_order:
-                stores.feature_store.put_tensor(tensor, group_name=plan.node_type, attr_name=name)
+                stores.feature_store.put_tensor(
+                    tensor, group_name=plan.node_type, attr_name=name, index=None
+                )
             elif whole:
                 rows = torch.empty_like(tensor)
                 rows[ids] = tensor
-                stores.feature_store.put_tensor(rows, group_name=plan.node_type, attr_name=name)
+                stores.feature_store.put_tensor(
+                    rows, group_name=plan.node_type, attr_name=name, index=None
+                )
             else:
                 stores.feature_store.put_tensor(
                     tensor, group_name=plan.node_type, attr_name=name, index=ids

@@ -89,7 +89,7 @@ def _plan_nodes(node_type: NodeType | None, store: object, keys: object) -> Node
     if num_nodes is None:
         raise InvalidRequestError(f"node type {node_type!r}: cannot tell its number of nodes")
     attrs = {}
-    for name in store.node_attrs():
+    for name in sorted(store.node_attrs()):
         value = store[name]
         if isinstance(value, np.ndarray) and value.dtype != object:
             value = torch.from_numpy(value)

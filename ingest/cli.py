@@ -1,0 +1,153 @@
+"""``gnnstore ingest``: load a generated graph, Planetoid files or CSV/Parquet files into the stores."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from torch_geometric.typing import EdgeType, NodeType
+
+from gnnstore.ingest.file_source import KEY_COLUMN, LABEL_COLUMN, ingest_files
+from gnnstore.ingest.generator import generate_graph
+from gnnstore.ingest.graph_ingest import ingest_graph
+from gnnstore.ingest.planetoid import load_planetoid
+from gnnstore.ingest.report import IngestReport
+from gnnstore.stores.data_dir import Stores, open_stores
+
+DEFAULT_DATA_DIR = Path("gnnstore-data")
+
+
+def target_options(command: Callable) -> Callable:
+    """The options that say where the graph goes; every source command takes them."""
+    return click.option(
+        "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA_DIR,
+        show_default=True, help="Where the graph and feature stores live (created when missing).",
+    )(command)
+
+
+@contextmanager
+def open_target(data_dir: Path) -> Iterator[Stores]:
+    """Open the stores the target options name, for writing."""
+    with open_stores(data_dir) as stores:
+        yield stores
+
+
+def _echo(report: IngestReport) -> None:
+    click.echo(report.summary())
+
+
+@click.group("ingest")
+def ingest_command() -> None:
+    """Load a graph into the stores (Kùzu + RocksDB in --data-dir).
+
+    Re-running the same ingest is safe: the same keys keep their ids and edge types are
+    replaced, not appended.
+    """
+
+
+@ingest_command.command("generate")
+@click.option("--nodes", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Number of nodes.")
+@click.option("--avg-degree", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Mean out-degree (edges = nodes x avg-degree).")
+@click.option("--features", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Width of the float32 feature matrix x.")
+@click.option("--classes", type=click.IntRange(min=1), default=47, show_default=True,
+              help="Number of planted classes (labels y).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@target_options
+def generate_command(
+    nodes: int, avg_degree: float, features: int, classes: int, seed: int, data_dir: Path
+) -> None:
+    """A power-law graph with planted classes, class-correlated features and splits."""
+    if classes > nodes:
+        raise click.BadParameter(f"{classes} classes need at least as many nodes, got {nodes}",
+                                 param_hint="--classes")
+    data = generate_graph(nodes, avg_degree, features, classes, seed=seed)
+    with open_target(data_dir) as stores:
+        _echo(ingest_graph(data, stores, progress=True))
+
+
+@ingest_command.command("planetoid")
+@click.argument("raw_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--name", default="Cora", show_default=True,
+              help="Dataset name: Cora, CiteSeer or PubMed (raw files ind.<name>.*).")
+@target_options
+def planetoid_command(raw_dir: Path, name: str, data_dir: Path) -> None:
+    """PyG's Planetoid raw files (e.g. ../shared/data/planetoid/Cora/raw)."""
+    data = load_planetoid(raw_dir, name)
+    with open_target(data_dir) as stores:
+        _echo(ingest_graph(data, stores, progress=True))
+
+
+@ingest_command.command("files")
+@click.option("--nodes", "node_specs", multiple=True, metavar="[TYPE=]PATH",
+              help="Node file (CSV/Parquet) with a key column, optional y and *_mask columns, "
+                   "other columns are features. Repeat once per node type.")
+@click.option("--edges", "edge_specs", multiple=True, metavar="[SRC,REL,DST=]PATH",
+              help="Edge file (CSV/Parquet) with src and dst key columns. Repeat per edge type.")
+@click.option("--features", "feature_specs", multiple=True, metavar="[TYPE=]PATH",
+              help="A .npy feature matrix for a node type, row i = node file row i.")
+@click.option("--key-column", default=KEY_COLUMN, show_default=True,
+              help="The node files' key column.")
+@click.option("--label-column", default=LABEL_COLUMN, show_default=True,
+              help="The node files' label column (optional in each file).")
+@target_options
+def files_command(
+    node_specs: tuple[str, ...], edge_specs: tuple[str, ...], feature_specs: tuple[str, ...],
+    key_column: str, label_column: str, data_dir: Path,
+) -> None:
+    """Node and edge files; untyped paths make a homogeneous graph.
+
+    Example: --nodes paper=papers.parquet --nodes author=authors.csv
+    --edges author,writes,paper=writes.csv
+    """
+    nodes = _parse_specs(node_specs, "--nodes", _node_type)
+    features = _parse_specs(feature_specs, "--features", _node_type)
+    edges = _parse_specs(edge_specs, "--edges", _edge_type)
+    if not nodes and not features:
+        raise click.BadParameter("give at least one node file", param_hint="--nodes")
+    typed = {t is None for t in [*nodes, *features, *edges]}
+    if len(typed) > 1:
+        raise click.BadParameter(
+            "mix of untyped (homogeneous) and typed paths; type all of them or none",
+            param_hint="--nodes/--edges/--features",
+        )
+    with open_target(data_dir) as stores:
+        _echo(ingest_files(stores, nodes=nodes, edges=edges, features=features,
+                           key_column=key_column, label_column=label_column, progress=True))
+
+
+def _parse_specs(
+    specs: tuple[str, ...], option: str, parse_type: Callable[[str, str], object]
+) -> dict:
+    """``{type: Path}`` from ``TYPE=PATH`` (or a bare ``PATH``: type ``None``) values."""
+    parsed: dict = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            name, path = "", spec
+        key = parse_type(name, option) if sep else None
+        if key in parsed:
+            raise click.BadParameter(f"type {key!r} is given twice", param_hint=option)
+        parsed[key] = Path(path)
+        if not parsed[key].is_file():
+            raise click.BadParameter(f"file {path!r} does not exist", param_hint=option)
+    return parsed
+
+
+def _node_type(name: str, option: str) -> NodeType:
+    if not name:
+        raise click.BadParameter("empty node type before '='", param_hint=option)
+    return name
+
+
+def _edge_type(name: str, option: str) -> EdgeType:
+    parts = tuple(name.split(","))
+    if len(parts) != 3 or not all(parts):
+        raise click.BadParameter(
+            f"edge type must be SRC,REL,DST (three non-empty names), got {name!r}",
+            param_hint=option,
+        )
+    return parts

@@ -1,0 +1,34 @@
+"""What the stores hold, read back for before/after comparisons in the ingest tests."""
+from __future__ import annotations
+
+import torch
+
+
+def stored_edges(graph_store, edge_type) -> tuple[torch.Tensor, torch.Tensor]:
+    """The stored edge list of ``edge_type`` as ``[2, E]`` and its e_id, in e_id order."""
+    chunks = list(graph_store.iter_edge_index(edge_type, chunk_size=1000))
+    row, col, e_id = (torch.cat(parts) for parts in zip(*chunks))
+    return torch.stack([row, col]), e_id
+
+
+def store_state(stores) -> dict:
+    """Everything the stores hold, for before/after comparisons."""
+    state = {"features": {}, "edges": {}, "ids": {}}
+    for attr in stores.feature_store.get_all_tensor_attrs():
+        state["features"][(attr.group_name, attr.attr_name)] = stores.feature_store.get_tensor(attr)
+    for attr in stores.graph_store.get_all_edge_attrs():
+        state["edges"][attr.edge_type] = (stored_edges(stores.graph_store, attr.edge_type)[0], attr.size)
+    for node_type in stores.id_map.node_types():
+        n = stores.id_map.num_nodes(node_type)
+        state["ids"][node_type] = stores.id_map.to_keys(node_type, torch.arange(n))
+    return state
+
+
+def assert_same_state(before: dict, after: dict) -> None:
+    assert before["ids"] == after["ids"]
+    assert before["features"].keys() == after["features"].keys()
+    for key, tensor in before["features"].items():
+        assert torch.equal(tensor, after["features"][key]), key
+    assert before["edges"].keys() == after["edges"].keys()
+    for key, (edges, size) in before["edges"].items():
+        assert torch.equal(edges, after["edges"][key][0]) and tuple(size) == tuple(after["edges"][key][1])
