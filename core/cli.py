@@ -7,6 +7,7 @@ import sys
 import click
 
 from gnnstore import __version__
+from gnnstore.ingest.cli import ingest_command
 from gnnstore.proto.errors import GnnStoreError
 
 
@@ -28,6 +29,7 @@ def version_command() -> None:
 
 
 cli.add_command(version_command)
+cli.add_command(ingest_command)
 
 
 def main() -> None:
