@@ -1,0 +1,320 @@
+"""PyG GraphStore over a Neo4j 5 server through the official Bolt driver.
+
+Each edge type is a relationship pattern (``stores/neo4j_schema.py``); its relationships carry
+a dense ``eid`` (the position in the edge list as put) and its nodes a dense ``id`` under a
+uniqueness constraint. Which layouts were put, ``is_sorted`` and the edge count live on one
+metadata node per edge type, written last, so an edge type whose write did not finish is
+absent. A counter on a graph metadata node is the store's version. Writes run in batches of
+``batch_size`` rows of parameterised ``UNWIND`` Cypher; Cypher text only ever holds checked,
+quoted names.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from neo4j import Driver, GraphDatabase, NotificationMinimumSeverity, RoutingControl
+from torch import Tensor
+from torch_geometric.data import EdgeAttr, EdgeLayout
+from torch_geometric.typing import EdgeTensorType, EdgeType
+
+from gnnstore.proto.errors import NotFoundError, PreconditionError
+from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
+from gnnstore.stores.edge_index_layout import from_coo, to_coo
+from gnnstore.stores.neo4j_schema import (
+    EDGE_TYPE_LABEL,
+    GRAPH_LABEL,
+    NODE_TYPE_LABEL,
+    EdgeSchema,
+    eid_index_statement,
+    id_constraint_statement,
+    quote,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_ROWS = 20_000
+_LAYOUT_ORDER = (EdgeLayout.COO, EdgeLayout.CSR, EdgeLayout.CSC)
+
+
+class Neo4jGraphStore(BaseGraphStore):
+    """PyG GraphStore whose edges are relationships in Neo4j; safe to pickle into workers.
+
+    Args:
+        uri: the Bolt URI, e.g. ``bolt://127.0.0.1:7687``.
+        auth: ``(user, password)``, or ``None`` for a server with auth off. It travels with
+            the object when pickled into loader workers.
+        database: the database name (default: the server's default database).
+        batch_size: rows per ``UNWIND`` batch on writes and per page on reads.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        auth: tuple[str, str] | None = None,
+        *,
+        database: str | None = None,
+        batch_size: int = DEFAULT_BATCH_ROWS,
+    ) -> None:
+        super().__init__()
+        self.uri, self.auth, self.database, self.batch_size = uri, auth, database, batch_size
+        self._driver: Driver | None = None  # opened lazily, once per process
+        self._pid = 0
+
+    # -- connection ------------------------------------------------------------------------
+
+    @property
+    def driver(self) -> Driver:
+        """This process's driver, opened on first use (a forked child opens its own)."""
+        if self._driver is None or self._pid != os.getpid():
+            self._driver = GraphDatabase.driver(
+                self.uri,
+                auth=self.auth,
+                # "label does not exist yet" on a fresh database is expected, not news
+                notifications_min_severity=NotificationMinimumSeverity.OFF,
+            )
+            self._pid = os.getpid()
+        return self._driver
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_driver": None, "_pid": 0}  # never ship a socket
+
+    def close(self) -> None:
+        """Close this process's driver; the next call opens a new one."""
+        if self._driver is not None and self._pid == os.getpid():
+            self._driver.close()
+        self._driver = None
+
+    def _read(self, query: str, **params: Any) -> list[Any]:
+        return self.driver.execute_query(
+            query, params, database_=self.database, routing_=RoutingControl.READ
+        ).records
+
+    def _write(self, query: str, **params: Any) -> list[Any]:
+        return self.driver.execute_query(query, params, database_=self.database).records
+
+    def _write_in_transactions(self, query: str) -> None:
+        """Run a ``CALL {...} IN TRANSACTIONS`` query (it needs an implicit transaction)."""
+        with self.driver.session(database=self.database) as session:
+            session.run(query).consume()
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def version(self) -> str:
+        """``neo4j-<store uuid>-<counter>``; the counter grows on every put and remove."""
+        records = self._read(f"MATCH (g:{quote(GRAPH_LABEL)}) RETURN g.uuid AS uuid, g.version AS v")
+        if not records:
+            return "neo4j-empty"
+        return f"neo4j-{records[0]['uuid']}-{records[0]['v']}"
+
+    def _bump_version(self) -> None:
+        self._write(
+            f"MERGE (g:{quote(GRAPH_LABEL)}) ON CREATE SET g.uuid = randomUUID(), g.version = 0 "
+            "SET g.version = g.version + 1"
+        )
+
+    def _edge_meta(self, schema: EdgeSchema | None = None) -> dict[str, dict[str, Any]]:
+        """Metadata per edge-type key (all, or only ``schema``'s)."""
+        where = "" if schema is None else "WHERE t.key = $key"
+        records = self._read(
+            f"MATCH (t:{quote(EDGE_TYPE_LABEL)}) {where} "
+            "RETURN t.key AS key, t.layouts AS layouts, t.sorted AS sorted, t.count AS count",
+            key=None if schema is None else schema.key,
+        )
+        return {r["key"]: dict(r) for r in records}
+
+    def _node_count(self, node_label: str) -> int:
+        records = self._read(
+            f"MATCH (t:{quote(NODE_TYPE_LABEL)} {{label: $label}}) RETURN t.count AS count",
+            label=node_label,
+        )
+        return int(records[0]["count"]) if records else 0
+
+    def _size(self, schema: EdgeSchema) -> tuple[int, int]:
+        return self._node_count(schema.src), self._node_count(schema.dst)
+
+    # -- PyG hooks -------------------------------------------------------------------------
+
+    def _put_edge_index(self, edge_index: EdgeTensorType, edge_attr: EdgeAttr) -> bool:
+        """Store one layout of an edge type; other layouts of the same edges are kept.
+
+        Putting a layout whose edges differ from the stored ones replaces the edge type.
+        Everything is validated before the first write, so bad input changes nothing.
+        """
+        schema = EdgeSchema.of(edge_attr.edge_type)
+        row, col, size = to_coo(edge_index, edge_attr)
+        meta = self._edge_meta(schema).get(schema.key)
+        if meta is not None and self._holds(schema, meta, row, col):
+            layouts = dict(zip(meta["layouts"], meta["sorted"]))
+            layouts[edge_attr.layout.value] = bool(edge_attr.is_sorted)
+            self._ensure_nodes(schema.src, size[0])
+            self._ensure_nodes(schema.dst, size[1])
+            self._write_meta(schema, layouts, len(row))
+        else:
+            self._replace_edges(schema, row, col, size)
+            self._write_meta(schema, {edge_attr.layout.value: bool(edge_attr.is_sorted)}, len(row))
+        self._bump_version()
+        return True
+
+    def _get_edge_index(self, edge_attr: EdgeAttr) -> EdgeTensorType:
+        """The edge type in ``edge_attr.layout``, derived from the edge list in edge-id order.
+
+        Raises:
+            NotFoundError: the edge type, or that layout of it, was never put (or was removed).
+        """
+        schema = EdgeSchema.of(edge_attr.edge_type)
+        meta = self._stored(schema)
+        if edge_attr.layout.value not in meta["layouts"]:
+            raise NotFoundError(
+                f"edge type {schema.edge_type!r} has no {edge_attr.layout.value!r} layout "
+                f"(stored: {meta['layouts']})"
+            )
+        row, col, _ = self._read_all(schema, int(meta["count"]))
+        return from_coo(row, col, edge_attr.layout, self._size(schema))
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        """Forget one layout; removing the last one deletes the edge type's relationships."""
+        schema = EdgeSchema.of(edge_attr.edge_type)
+        meta = self._edge_meta(schema).get(schema.key)
+        if meta is None or edge_attr.layout.value not in meta["layouts"]:
+            return False
+        layouts = {k: s for k, s in zip(meta["layouts"], meta["sorted"]) if k != edge_attr.layout.value}
+        if layouts:
+            self._write_meta(schema, layouts, int(meta["count"]))
+        else:
+            self._write(f"MATCH (t:{quote(EDGE_TYPE_LABEL)} {{key: $key}}) DELETE t", key=schema.key)
+            self._delete_edges(schema)
+        self._bump_version()
+        return True
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        """One fresh ``EdgeAttr`` per stored (edge type, layout), sized by the node counts."""
+        attrs = []
+        for key, meta in self._edge_meta().items():
+            schema = EdgeSchema.from_key(key)
+            size = self._size(schema)
+            stored = dict(zip(meta["layouts"], meta["sorted"]))
+            for layout in _LAYOUT_ORDER:
+                if layout.value in stored:
+                    attrs.append(EdgeAttr(schema.edge_type, layout, stored[layout.value], size))
+        return attrs
+
+    def iter_edge_index(
+        self, edge_type: EdgeType | None, chunk_size: int = DEFAULT_CHUNK_EDGES
+    ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+        """Yield ``(row, col, e_id)`` chunks (global ids) in edge-id order, one page per query.
+
+        Raises:
+            NotFoundError: no edges of ``edge_type`` are stored.
+        """
+        schema = EdgeSchema.of(edge_type)
+        count = int(self._stored(schema)["count"])
+        for lo in range(0, count, chunk_size):
+            hi = min(lo + chunk_size, count)
+            row, col = self._read_page(schema, lo, hi)
+            yield row, col, torch.arange(lo, hi)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _stored(self, schema: EdgeSchema) -> dict[str, Any]:
+        meta = self._edge_meta(schema).get(schema.key)
+        if meta is None:
+            known = [EdgeSchema.from_key(k).edge_type for k in self._edge_meta()]
+            raise NotFoundError(f"edge type {schema.edge_type!r} is not stored (stored: {known})")
+        return meta
+
+    def _read_all(self, schema: EdgeSchema, count: int) -> tuple[Tensor, Tensor, Tensor]:
+        pages = [self._read_page(schema, lo, min(lo + self.batch_size * 5, count))
+                 for lo in range(0, count, self.batch_size * 5)]  # fmt: skip
+        if not pages:
+            empty = torch.empty(0, dtype=torch.long)
+            return empty, empty.clone(), empty.clone()
+        return torch.cat([p[0] for p in pages]), torch.cat([p[1] for p in pages]), torch.arange(count)
+
+    def _read_page(self, schema: EdgeSchema, lo: int, hi: int) -> tuple[Tensor, Tensor]:
+        """Edges with ``lo <= eid < hi``, placed by eid (an index range seek, no sort)."""
+        records = self._read(
+            f"MATCH {schema.pattern} WHERE r.eid >= $lo AND r.eid < $hi "
+            "RETURN collect(a.id) AS row, collect(b.id) AS col, collect(r.eid) AS eid",
+            lo=lo,
+            hi=hi,
+        )
+        eid = np.asarray(records[0]["eid"], dtype=np.int64) - lo
+        if eid.size != hi - lo or np.bincount(eid, minlength=hi - lo).max(initial=1) != 1:
+            raise PreconditionError(
+                f"edge type {schema.edge_type!r}: edge ids [{lo}, {hi}) are not all present once "
+                f"in Neo4j (found {eid.size}); the graph was changed outside gnnstore"
+            )
+        row, col = np.empty(hi - lo, np.int64), np.empty(hi - lo, np.int64)
+        row[eid], col[eid] = records[0]["row"], records[0]["col"]
+        return torch.from_numpy(row), torch.from_numpy(col)
+
+    def _holds(self, schema: EdgeSchema, meta: dict[str, Any], row: Tensor, col: Tensor) -> bool:
+        """Whether the stored edges are ``(row, col)`` as a multiset (another layout of them)."""
+        if int(meta["count"]) != row.numel():
+            return False
+        old_row, old_col, _ = self._read_all(schema, row.numel())
+        width = int(max(row.max(), old_row.max(), col.max(), old_col.max())) + 1 if row.numel() else 1
+        new = torch.sort(row * width + col).values
+        return bool(torch.equal(new, torch.sort(old_row * width + old_col).values))
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def _ensure_nodes(self, node_label: str, count: int) -> None:
+        """Create nodes ``id = have .. count-1`` of a label (constraint first)."""
+        have = self._node_count(node_label)
+        if count <= have:
+            return
+        self._write(id_constraint_statement(node_label))
+        self._write("CALL db.awaitIndexes(300)")
+        for lo in range(have, count, self.batch_size * 2):
+            hi = min(lo + self.batch_size * 2, count)
+            self._write(f"UNWIND range($lo, $hi - 1) AS i CREATE (:{quote(node_label)} {{id: i}})", lo=lo, hi=hi)
+        self._write(
+            f"MERGE (t:{quote(NODE_TYPE_LABEL)} {{label: $label}}) SET t.count = $count",
+            label=node_label,
+            count=count,
+        )
+
+    def _replace_edges(self, schema: EdgeSchema, row: Tensor, col: Tensor, size: tuple[int, int]) -> None:
+        """Delete the edge type, then create ``(row, col)`` with ``eid = 0 .. E-1`` in batches."""
+        self._write(f"MATCH (t:{quote(EDGE_TYPE_LABEL)} {{key: $key}}) DELETE t", key=schema.key)
+        self._delete_edges(schema)
+        self._ensure_nodes(schema.src, size[0])
+        self._ensure_nodes(schema.dst, size[1])
+        self._write(eid_index_statement(schema.rel))
+        query = (
+            "UNWIND range(0, size($row) - 1) AS i "
+            f"MATCH (a:{quote(schema.src)} {{id: $row[i]}}) MATCH (b:{quote(schema.dst)} {{id: $col[i]}}) "
+            f"CREATE (a)-[:{quote(schema.rel)} {{eid: $base + i}}]->(b)"
+        )
+        rows, cols = row.numpy(), col.numpy()
+        try:
+            for lo in range(0, len(rows), self.batch_size):
+                hi = lo + self.batch_size
+                self._write(query, row=rows[lo:hi].tolist(), col=cols[lo:hi].tolist(), base=lo)
+        except Exception:
+            logger.exception("writing edge type %r failed; removing its partial edges", schema.edge_type)
+            self._delete_edges(schema)
+            raise
+        logger.info("stored %d edges of %r in Neo4j", len(rows), schema.edge_type)
+
+    def _delete_edges(self, schema: EdgeSchema) -> None:
+        self._write_in_transactions(
+            f"MATCH {schema.pattern} CALL (r) {{ DELETE r }} IN TRANSACTIONS OF {self.batch_size} ROWS"
+        )
+
+    def _write_meta(self, schema: EdgeSchema, layouts: dict[str, bool], count: int) -> None:
+        names = [layout.value for layout in _LAYOUT_ORDER if layout.value in layouts]
+        self._write(
+            f"MERGE (t:{quote(EDGE_TYPE_LABEL)} {{key: $key}}) "
+            "SET t.layouts = $layouts, t.sorted = $sorted, t.count = $count",
+            key=schema.key,
+            layouts=names,
+            sorted=[layouts[n] for n in names],
+            count=count,
+        )
