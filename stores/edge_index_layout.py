@@ -42,9 +42,23 @@ def _bounded(name: str, ids: Tensor, bound: int | None, where: str) -> None:
     if ids.numel() == 0:
         return
     low, high = int(ids.min()), int(ids.max())
-    if low < 0 or (bound is not None and high >= bound):
-        bad = low if low < 0 else high
-        raise InvalidRequestError(f"{where}: {name} id {bad} is outside [0, {bound})")
+    if low < 0:
+        raise InvalidRequestError(f"{where}: {name} id {low} is negative")
+    if bound is not None and high >= bound:
+        raise InvalidRequestError(f"{where}: {name} id {high} is outside the size's 0..{bound - 1}")
+
+
+def _size(size: object, where: str) -> tuple[int | None, int | None]:
+    """``(num_src, num_dst)`` from ``EdgeAttr.size`` (``None``: infer both)."""
+    if size is None:
+        return None, None
+    try:
+        num_src, num_dst = (int(s) for s in size)
+    except (TypeError, ValueError):
+        raise InvalidRequestError(f"{where}: size must be two non-negative ints, got {size!r}") from None
+    if min(num_src, num_dst) < 0:
+        raise InvalidRequestError(f"{where}: size must be two non-negative ints, got {size!r}")
+    return num_src, num_dst
 
 
 def to_coo(edge_index: object, attr: EdgeAttr) -> tuple[Tensor, Tensor, tuple[int, int]]:
@@ -55,16 +69,17 @@ def to_coo(edge_index: object, attr: EdgeAttr) -> tuple[Tensor, Tensor, tuple[in
             pointers, ids out of ``attr.size``, or a COO claimed sorted that is not.
     """
     where = f"edge type {attr.edge_type!r} ({attr.layout.value})"
-    if not isinstance(edge_index, (tuple, list)) or len(edge_index) != 2:
+    if isinstance(edge_index, Tensor) and (edge_index.dim() != 2 or edge_index.size(0) != 2):
+        raise InvalidRequestError(
+            f"{where}: edge_index must be a pair of tensors or a [2, E] tensor, got shape {list(edge_index.shape)}"
+        )
+    if not isinstance(edge_index, (tuple, list, Tensor)) or len(edge_index) != 2:
         raise InvalidRequestError(f"{where}: edge_index must be a pair of tensors, got {type(edge_index).__name__}")
-    size = attr.size
-    if size is not None and (len(size) != 2 or min(int(s) for s in size) < 0):
-        raise InvalidRequestError(f"{where}: size must be two non-negative ints, got {size!r}")
-    num_src, num_dst = (None, None) if size is None else (int(size[0]), int(size[1]))
+    num_src, num_dst = _size(attr.size, where)
     if attr.layout == EdgeLayout.COO:
         row, col = _index("row", edge_index[0], where), _index("col", edge_index[1], where)
         if row.numel() != col.numel():
-            raise InvalidRequestError(f"{where}: row has {row.numel()} ids but col has {col.numel()}")
+            raise InvalidRequestError(f"{where}: row has {row.numel()} entries but col has {col.numel()}")
         if attr.is_sorted and bool((col[1:] < col[:-1]).any()):
             raise InvalidRequestError(f"{where}: is_sorted=True but col is not sorted")
     elif attr.layout == EdgeLayout.CSR:

@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_ROWS = 20_000
 _LAYOUT_ORDER = (EdgeLayout.COO, EdgeLayout.CSR, EdgeLayout.CSC)
+Layout = tuple[bool, tuple[int, int]]  # is_sorted, size as put (or inferred)
 
 
 class Neo4jGraphStore(BaseGraphStore):
@@ -122,10 +123,20 @@ class Neo4jGraphStore(BaseGraphStore):
         where = "" if schema is None else "WHERE t.key = $key"
         records = self._read(
             f"MATCH (t:{quote(EDGE_TYPE_LABEL)}) {where} "
-            "RETURN t.key AS key, t.layouts AS layouts, t.sorted AS sorted, t.count AS count",
+            "RETURN t.key AS key, t.layouts AS layouts, t.sorted AS sorted, t.sizes AS sizes, "
+            "t.count AS count",
             key=None if schema is None else schema.key,
         )
         return {r["key"]: dict(r) for r in records}
+
+    @staticmethod
+    def _layouts(meta: dict[str, Any]) -> dict[str, Layout]:
+        """``layout name -> (is_sorted, size)`` from an edge type's metadata."""
+        sizes = meta["sizes"]
+        return {
+            name: (is_sorted, (sizes[2 * i], sizes[2 * i + 1]))
+            for i, (name, is_sorted) in enumerate(zip(meta["layouts"], meta["sorted"]))
+        }
 
     def _node_count(self, node_label: str) -> int:
         records = self._read(
@@ -134,29 +145,31 @@ class Neo4jGraphStore(BaseGraphStore):
         )
         return int(records[0]["count"]) if records else 0
 
-    def _size(self, schema: EdgeSchema) -> tuple[int, int]:
-        return self._node_count(schema.src), self._node_count(schema.dst)
-
     # -- PyG hooks -------------------------------------------------------------------------
 
     def _put_edge_index(self, edge_index: EdgeTensorType, edge_attr: EdgeAttr) -> bool:
         """Store one layout of an edge type; other layouts of the same edges are kept.
 
+        The edge list (edge-id order) is the COO when one was put, else the first layout put.
         Putting a layout whose edges differ from the stored ones replaces the edge type.
         Everything is validated before the first write, so bad input changes nothing.
         """
         schema = EdgeSchema.of(edge_attr.edge_type)
         row, col, size = to_coo(edge_index, edge_attr)
         meta = self._edge_meta(schema).get(schema.key)
-        if meta is not None and self._holds(schema, meta, row, col):
-            layouts = dict(zip(meta["layouts"], meta["sorted"]))
-            layouts[edge_attr.layout.value] = bool(edge_attr.is_sorted)
-            self._ensure_nodes(schema.src, size[0])
-            self._ensure_nodes(schema.dst, size[1])
-            self._write_meta(schema, layouts, len(row))
+        stored = None if meta is None else self._read_all(schema, int(meta["count"]))
+        if stored is not None and _same_multiset(stored[0], stored[1], row, col):
+            layouts = self._layouts(meta)
+            in_order = torch.equal(stored[0], row) and torch.equal(stored[1], col)
+            if edge_attr.layout == EdgeLayout.COO and not in_order:
+                self._replace_edges(schema, row, col, size)  # the COO's order is the edge-id order
         else:
+            layouts = {}
             self._replace_edges(schema, row, col, size)
-            self._write_meta(schema, {edge_attr.layout.value: bool(edge_attr.is_sorted)}, len(row))
+        layouts[edge_attr.layout.value] = (bool(edge_attr.is_sorted), size)
+        self._ensure_nodes(schema.src, size[0])
+        self._ensure_nodes(schema.dst, size[1])
+        self._write_meta(schema, layouts, len(row))
         self._bump_version()
         return True
 
@@ -174,7 +187,7 @@ class Neo4jGraphStore(BaseGraphStore):
                 f"(stored: {meta['layouts']})"
             )
         row, col, _ = self._read_all(schema, int(meta["count"]))
-        return from_coo(row, col, edge_attr.layout, self._size(schema))
+        return from_coo(row, col, edge_attr.layout, self._layouts(meta)[edge_attr.layout.value][1])
 
     def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
         """Forget one layout; removing the last one deletes the edge type's relationships."""
@@ -182,7 +195,8 @@ class Neo4jGraphStore(BaseGraphStore):
         meta = self._edge_meta(schema).get(schema.key)
         if meta is None or edge_attr.layout.value not in meta["layouts"]:
             return False
-        layouts = {k: s for k, s in zip(meta["layouts"], meta["sorted"]) if k != edge_attr.layout.value}
+        layouts = self._layouts(meta)
+        del layouts[edge_attr.layout.value]
         if layouts:
             self._write_meta(schema, layouts, int(meta["count"]))
         else:
@@ -192,15 +206,15 @@ class Neo4jGraphStore(BaseGraphStore):
         return True
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
-        """One fresh ``EdgeAttr`` per stored (edge type, layout), sized by the node counts."""
+        """One fresh ``EdgeAttr`` per stored (edge type, layout), with its size."""
         attrs = []
-        for key, meta in self._edge_meta().items():
-            schema = EdgeSchema.from_key(key)
-            size = self._size(schema)
-            stored = dict(zip(meta["layouts"], meta["sorted"]))
+        for key, meta in sorted(self._edge_meta().items()):
+            edge_type = EdgeSchema.from_key(key).edge_type
+            stored = self._layouts(meta)
             for layout in _LAYOUT_ORDER:
                 if layout.value in stored:
-                    attrs.append(EdgeAttr(schema.edge_type, layout, stored[layout.value], size))
+                    is_sorted, size = stored[layout.value]
+                    attrs.append(EdgeAttr(edge_type, layout, is_sorted, size))
         return attrs
 
     def iter_edge_index(
@@ -253,15 +267,6 @@ class Neo4jGraphStore(BaseGraphStore):
         row[eid], col[eid] = records[0]["row"], records[0]["col"]
         return torch.from_numpy(row), torch.from_numpy(col)
 
-    def _holds(self, schema: EdgeSchema, meta: dict[str, Any], row: Tensor, col: Tensor) -> bool:
-        """Whether the stored edges are ``(row, col)`` as a multiset (another layout of them)."""
-        if int(meta["count"]) != row.numel():
-            return False
-        old_row, old_col, _ = self._read_all(schema, row.numel())
-        width = int(max(row.max(), old_row.max(), col.max(), old_col.max())) + 1 if row.numel() else 1
-        new = torch.sort(row * width + col).values
-        return bool(torch.equal(new, torch.sort(old_row * width + old_col).values))
-
     # -- writes ----------------------------------------------------------------------------
 
     def _ensure_nodes(self, node_label: str, count: int) -> None:
@@ -308,13 +313,24 @@ class Neo4jGraphStore(BaseGraphStore):
             f"MATCH {schema.pattern} CALL (r) {{ DELETE r }} IN TRANSACTIONS OF {self.batch_size} ROWS"
         )
 
-    def _write_meta(self, schema: EdgeSchema, layouts: dict[str, bool], count: int) -> None:
+    def _write_meta(self, schema: EdgeSchema, layouts: dict[str, Layout], count: int) -> None:
         names = [layout.value for layout in _LAYOUT_ORDER if layout.value in layouts]
         self._write(
             f"MERGE (t:{quote(EDGE_TYPE_LABEL)} {{key: $key}}) "
-            "SET t.layouts = $layouts, t.sorted = $sorted, t.count = $count",
+            "SET t.layouts = $layouts, t.sorted = $sorted, t.sizes = $sizes, t.count = $count",
             key=schema.key,
             layouts=names,
-            sorted=[layouts[n] for n in names],
+            sorted=[layouts[n][0] for n in names],
+            sizes=[int(s) for n in names for s in layouts[n][1]],
             count=count,
         )
+
+
+def _same_multiset(row_a: Tensor, col_a: Tensor, row_b: Tensor, col_b: Tensor) -> bool:
+    """Whether two edge lists hold the same edges, counting repeats, in any order."""
+    if row_a.numel() != row_b.numel():
+        return False
+    if row_a.numel() == 0:
+        return True
+    width = int(max(col_a.max(), col_b.max())) + 1
+    return torch.equal(torch.sort(row_a * width + col_a).values, torch.sort(row_b * width + col_b).values)

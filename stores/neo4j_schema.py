@@ -3,8 +3,8 @@
 A node type is a label whose nodes carry a dense ``id`` (``0 .. N-1``) under a uniqueness
 constraint; an edge type ``(src, rel, dst)`` is the pattern ``(:src)-[:rel]->(:dst)`` whose
 relationships carry a dense ``eid``. The homogeneous node and edge type ``None`` map to reserved
-names a user name cannot take (user names must start with a letter; reserved ones start with
-``_``). Cypher is only ever built from names that passed ``IDENTIFIER``, and backtick-quoted.
+names no user name maps to. A name that is not a plain identifier is hex-encoded, so Cypher
+text only ever holds ``[A-Za-z0-9_]`` names, backtick-quoted: user strings are never Cypher.
 """
 from __future__ import annotations
 
@@ -12,78 +12,85 @@ import json
 import re
 from dataclasses import dataclass
 
-from torch_geometric.typing import EdgeType, NodeType
+from torch_geometric.typing import EdgeType
 
 from gnnstore.proto.errors import InvalidRequestError
 
-IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")  # user names used as they are
+SAFE = re.compile(r"_?[A-Za-z0-9_]+")  # every name that reaches Cypher text
 HOMO_LABEL = "_GnnNode"
 HOMO_REL = "_GNN_EDGE"
 GRAPH_LABEL = "_GnnGraph"  # one node: store uuid and the version counter
 NODE_TYPE_LABEL = "_GnnNodeType"  # one node per label: how many nodes it holds
-EDGE_TYPE_LABEL = "_GnnEdgeType"  # one node per edge type: layouts, is_sorted, edge count
+EDGE_TYPE_LABEL = "_GnnEdgeType"  # one node per edge type: layouts, sizes, is_sorted, count
 
 
 def quote(name: str) -> str:
-    """``name`` backtick-quoted, for a name already checked against ``IDENTIFIER``."""
+    """``name`` backtick-quoted; refuses anything ``neo4j_name`` could not have produced."""
+    if not SAFE.fullmatch(name):
+        raise InvalidRequestError(f"refusing to put {name!r} into Cypher text")
     return f"`{name}`"
 
 
-def label(node_type: NodeType | None) -> str:
-    """The Neo4j label of a node type.
+def neo4j_name(name: str) -> str:
+    """A user's type name as a Neo4j name: itself when a plain identifier, else ``_x<utf-8 hex>``.
 
-    Raises:
-        InvalidRequestError: the name is not a plain identifier (letters, digits, ``_``).
+    Plain names start with a letter; encoded and reserved ones with ``_x`` and ``_Gnn``, so the
+    mapping is one-to-one and never collides with gnnstore's own labels.
     """
-    if node_type is None:
-        return HOMO_LABEL
-    return _checked("node type", node_type)
+    return name if IDENTIFIER.fullmatch(name) else "_x" + name.encode("utf-8").hex()
 
 
-def _checked(what: str, name: object) -> str:
-    if not isinstance(name, str) or not IDENTIFIER.fullmatch(name):
+def _name(edge_type: object, part: object) -> str:
+    if not isinstance(part, str) or not part:
         raise InvalidRequestError(
-            f"{what} {name!r} cannot be a Neo4j name: use 1-64 letters, digits or '_', "
-            "starting with a letter"
+            f"edge type {edge_type!r}: every part must be a non-empty str, got {part!r}"
         )
-    return name
+    return neo4j_name(part)
 
 
 @dataclass(frozen=True)
 class EdgeSchema:
-    """One edge type as Neo4j names: ``(:src)-[:rel]->(:dst)``, and its metadata key."""
+    """One edge type as Neo4j names: ``(:src)-[:rel]->(:dst)``, and its metadata key.
 
-    edge_type: EdgeType | None
+    A plain-string edge type (PyG allows one) is a relation between nodes of the homogeneous
+    label, like the homogeneous edge type ``None``.
+    """
+
+    edge_type: EdgeType | str | None
     src: str
     rel: str
     dst: str
 
     @classmethod
     def of(cls, edge_type: object) -> "EdgeSchema":
-        """Check and map ``None`` or a ``(src, rel, dst)`` tuple of names.
+        """Check and map ``None``, a name, or a ``(src, rel, dst)`` tuple of names.
 
         Raises:
-            InvalidRequestError: another shape, or a name that is not a plain identifier.
+            InvalidRequestError: another shape, or an empty or non-string name.
         """
         if edge_type is None:
             return cls(None, HOMO_LABEL, HOMO_REL, HOMO_LABEL)
+        if isinstance(edge_type, str):
+            return cls(edge_type, HOMO_LABEL, _name(edge_type, edge_type), HOMO_LABEL)
         if not isinstance(edge_type, tuple) or len(edge_type) != 3:
             raise InvalidRequestError(
                 f"edge type must be None or a (src, rel, dst) tuple of str, got {edge_type!r}"
             )
-        src, rel, dst = edge_type
-        return cls(edge_type, label(src), _checked("relation", rel), label(dst))
+        src, rel, dst = (_name(edge_type, part) for part in edge_type)
+        return cls(edge_type, src, rel, dst)
 
     @property
     def key(self) -> str:
-        """The edge type's metadata key: JSON of the tuple, ``null`` for homogeneous."""
-        return json.dumps(None if self.edge_type is None else list(self.edge_type))
+        """The edge type's metadata key: JSON of the type (``null`` for homogeneous)."""
+        value = self.edge_type
+        return json.dumps(list(value) if isinstance(value, tuple) else value, ensure_ascii=False)
 
     @staticmethod
     def from_key(key: str) -> "EdgeSchema":
         """Inverse of ``key``."""
         value = json.loads(key)
-        return EdgeSchema.of(None if value is None else tuple(value))
+        return EdgeSchema.of(tuple(value) if isinstance(value, list) else value)
 
     @property
     def pattern(self) -> str:

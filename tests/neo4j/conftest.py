@@ -1,12 +1,18 @@
 """Neo4j fixtures: the session server (tests/neo4j_server.py) and a clean database per test."""
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from neo4j import Driver, GraphDatabase
 
 from neo4j_server import neo4j_server  # noqa: F401 - registers the session fixture
+
+# The graph-store contract lives beside the other stores' tests; import it by its module name
+# as tests/stores does.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stores"))
 
 
 def wipe(driver: Driver) -> None:
