@@ -1,4 +1,4 @@
-"""``gnnstore ingest``: load a generated graph, Planetoid files or CSV/Parquet files into the stores."""
+"""``gnnstore ingest``: a generated graph, Planetoid files or CSV/Parquet files into the stores."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

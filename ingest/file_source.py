@@ -201,7 +201,8 @@ def _read_npy(path: Path) -> Tensor:
         raise MalformedFileError(f"{path}: cannot be read as a .npy matrix ({exc})") from exc
     if array.ndim < 1 or array.dtype.kind not in "fiub":
         raise MalformedFileError(
-            f"{path}: expected a numeric matrix [N, *], got {array.dtype} of shape {list(array.shape)}"
+            f"{path}: expected a numeric matrix [N, *], got {array.dtype} of shape "
+            f"{list(array.shape)}"
         )
     return torch.from_numpy(np.ascontiguousarray(array))
 
@@ -227,12 +228,15 @@ def _keys(column: pa.ChunkedArray, path: Path, name: str) -> np.ndarray:
     if duplicated.any():
         row = int(np.flatnonzero(duplicated)[0])
         raise MalformedFileError(
-            f"{path}: {position(path, row)}, column {name!r}: key {_plain(keys[row])!r} appears twice"
+            f"{path}: {position(path, row)}, column {name!r}: key {_plain(keys[row])!r} "
+            "appears twice"
         )
     return keys
 
 
-def _read_edges(edge_type: EdgeType | None, path: Path, tables: dict[NodeType | None, _Nodes]) -> Tensor:
+def _read_edges(
+    edge_type: EdgeType | None, path: Path, tables: dict[NodeType | None, _Nodes]
+) -> Tensor:
     """``[2, E]`` local positions of the edges in ``path``."""
     ends = (None, None) if edge_type is None else (edge_type[0], edge_type[-1])
     for node_type in ends:
@@ -255,8 +259,8 @@ def _read_edges(edge_type: EdgeType | None, path: Path, tables: dict[NodeType | 
         if (local < 0).any():
             row = int(np.flatnonzero(local < 0)[0])
             raise MalformedFileError(
-                f"{path}: {position(path, row)}, column {column!r}: key {_plain(values[row])!r} is not a "
-                f"node of type {node_type!r} (not in {tables[node_type].source})"
+                f"{path}: {position(path, row)}, column {column!r}: key {_plain(values[row])!r} "
+                f"is not a node of type {node_type!r} (not in {tables[node_type].source})"
             )
         rows.append(local.astype(np.int64))
     logger.info("edge type %r: %d edges from %s", edge_type, len(rows[0]), path)
@@ -264,5 +268,5 @@ def _read_edges(edge_type: EdgeType | None, path: Path, tables: dict[NodeType | 
 
 
 def _plain(value: object) -> object:
-    """A numpy scalar as the Python value it holds, so messages print ``77``, not ``np.int64(77)``."""
+    """A numpy scalar as its Python value, so messages print ``77``, not ``np.int64(77)``."""
     return value.item() if isinstance(value, np.generic) else value

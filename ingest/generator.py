@@ -158,7 +158,8 @@ def _planted_edges(
     num_nodes = len(y)
     by_class = np.argsort(y, kind="stable")
     bounds = np.searchsorted(y[by_class], np.arange(num_classes + 1))
-    out_count = rng.multinomial(num_edges, _normalised(_pareto_weights(rng, num_nodes, OUT_DEGREE_EXPONENT)))
+    out_weight = _pareto_weights(rng, num_nodes, OUT_DEGREE_EXPONENT)
+    out_count = rng.multinomial(num_edges, _normalised(out_weight))
     src = np.repeat(by_class, out_count[by_class])
     in_weight = _pareto_weights(rng, num_nodes, IN_DEGREE_EXPONENT)
     inside = rng.random(num_edges) < homophily
@@ -208,5 +209,6 @@ def _bipartite(
 ) -> np.ndarray:
     """``[2, num_edges]`` int64 edges between two node types, destinations by power-law weight."""
     cdf = np.cumsum(_pareto_weights(rng, num_dst, IN_DEGREE_EXPONENT))
-    dst = np.minimum(np.searchsorted(cdf, rng.random(num_edges) * cdf[-1], side="right"), num_dst - 1)
+    dst = np.searchsorted(cdf, rng.random(num_edges) * cdf[-1], side="right")
+    dst = np.minimum(dst, num_dst - 1)
     return np.stack([rng.integers(0, num_src, num_edges), dst]).astype(np.int64)

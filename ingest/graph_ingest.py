@@ -69,7 +69,8 @@ def ingest_graph(
     ids = {plan.node_type: _known_ids(stores.id_map, plan) for plan in nodes}
     for plan in nodes:
         if ids[plan.node_type] is not None:
-            _check_rows_fit(stores, plan, ids[plan.node_type], _num_nodes_after(stores.id_map, plan))
+            num_after = _num_nodes_after(stores.id_map, plan)
+            _check_rows_fit(stores, plan, ids[plan.node_type], num_after)
     report = IngestReport()
     total = sum(p.num_nodes * (1 + len(p.attrs)) for p in nodes) + sum(
         e.edge_index.size(1) for e in edges
@@ -161,7 +162,8 @@ def _check_rows_fit(stores: Stores, plan: NodePlan, ids: Tensor, num_nodes: int)
         if schema.dtype != tensor.dtype or tuple(schema.shape[1:]) != tuple(tensor.shape[1:]):
             raise InvalidRequestError(
                 f"node type {nt!r}: attr {name!r} is stored as {schema.dtype} rows of shape "
-                f"{list(schema.shape[1:])}, got {tensor.dtype} rows of shape {list(tensor.shape[1:])}"
+                f"{list(schema.shape[1:])}, got {tensor.dtype} rows of shape "
+                f"{list(tensor.shape[1:])}"
             )
     for name, schema in stored.items():
         rows_after = schema.shape[0]

@@ -169,7 +169,8 @@ def _plan_edges(
         got = f"{edge_index.dtype} of shape {list(edge_index.shape)}" if isinstance(
             edge_index, Tensor) else type(edge_index).__name__
         raise InvalidRequestError(
-            f"edge type {edge_type!r}: edge_index must be an integer tensor of shape [2, E], got {got}"
+            f"edge type {edge_type!r}: edge_index must be an integer tensor of shape [2, E], "
+            f"got {got}"
         )
     edge_index = edge_index.detach().cpu().long()
     for row, node_type, side in ((0, src_type, "source"), (1, dst_type, "destination")):

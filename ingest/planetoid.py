@@ -38,6 +38,9 @@ def load_planetoid(raw_dir: Path, name: str = "Cora") -> Data:
         try:
             data = Planetoid(root, name)[0]
         except (ValueError, OSError, EOFError, IndexError) as exc:
-            raise MalformedFileError(f"Planetoid {name!r} in {raw_dir}: cannot be read ({exc})") from exc
-    logger.info("Planetoid %s: %d nodes, %d edges from %s", name, data.num_nodes, data.num_edges, raw_dir)
+            raise MalformedFileError(
+                f"Planetoid {name!r} in {raw_dir}: cannot be read ({exc})"
+            ) from exc
+    logger.info("Planetoid %s: %d nodes, %d edges from %s",
+                name, data.num_nodes, data.num_edges, raw_dir)
     return data

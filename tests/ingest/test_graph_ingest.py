@@ -126,3 +126,10 @@ def test_rows_that_do_not_fit_the_stored_attrs_are_refused(tmp_path):
         assert after["ids"][None] == ["a", "b", "c", "d"]  # the one write before the check
         after["ids"][None] = before["ids"][None]
         assert_same_state(before, after)
+
+
+def test_planetoid_without_its_raw_files_is_a_clear_error(tmp_path):
+    from gnnstore.proto.errors import MalformedFileError
+
+    with pytest.raises(MalformedFileError, match=r"Planetoid 'Cora': missing raw file.*ind\.cora\.x"):
+        load_planetoid(tmp_path, "Cora")
