@@ -80,8 +80,9 @@ def ingest_graph(
             with _step(report, bar, "nodes", _type_label(plan.node_type), plan.num_nodes):
                 ids[plan.node_type] = _map_ids(stores.id_map, plan, ids[plan.node_type])
         num_nodes = {p.node_type: stores.id_map.num_nodes(p.node_type) for p in nodes}
-        for plan in nodes:
+        for plan in nodes:  # all checked before the first feature is written
             _check_rows_fit(stores, plan, ids[plan.node_type], num_nodes[plan.node_type])
+        for plan in nodes:
             _put_features(stores, plan, ids[plan.node_type], num_nodes[plan.node_type], report, bar)
         for plan in edges:
             with _step(report, bar, "edges", _type_label(plan.edge_type), plan.edge_index.size(1)):

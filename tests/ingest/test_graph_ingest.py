@@ -8,7 +8,7 @@ from torch_geometric.data import Data
 from gnnstore.ingest.generator import generate_hetero_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.ingest.planetoid import load_planetoid
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.proto.errors import InvalidRequestError, MalformedFileError
 from gnnstore.stores.data_dir import open_stores
 
 from ingest_state import assert_same_state, store_state, stored_edges
@@ -129,7 +129,5 @@ def test_rows_that_do_not_fit_the_stored_attrs_are_refused(tmp_path):
 
 
 def test_planetoid_without_its_raw_files_is_a_clear_error(tmp_path):
-    from gnnstore.proto.errors import MalformedFileError
-
     with pytest.raises(MalformedFileError, match=r"Planetoid 'Cora': missing raw file.*ind\.cora\.x"):
         load_planetoid(tmp_path, "Cora")
