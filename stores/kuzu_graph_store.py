@@ -271,11 +271,11 @@ class KuzuGraphStore(BaseGraphStore):
         if n == 0:
             return row, col
         where = "" if n == info["num_edges"] else " WHERE r.e_id >= $low AND r.e_id < $high"
-        result = self._run(
-            f"MATCH (a)-[r:{info['table']}]->(b){where} RETURN a.id, b.id, r.e_id",
-            {"low": low, "high": high} if where else None,
-        )
-        table = result.get_as_arrow()
+        with self._lock:  # one connection: export the result before another query runs
+            table = self._run(
+                f"MATCH (a)-[r:{info['table']}]->(b){where} RETURN a.id, b.id, r.e_id",
+                {"low": low, "high": high} if where else None,
+            ).get_as_arrow()
         pos = table.column(2).to_numpy() - low
         if len(pos) != n:
             raise PreconditionError(
