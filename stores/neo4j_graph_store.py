@@ -65,6 +65,7 @@ class Neo4jGraphStore(BaseGraphStore):
         self.uri, self.auth, self.database, self.batch_size = uri, auth, database, batch_size
         self._driver: Driver | None = None  # opened lazily, once per process
         self._pid = 0
+        self._schema_made: set[str] = set()  # schema statements this object already ran
 
     # -- connection ------------------------------------------------------------------------
 
@@ -274,8 +275,7 @@ class Neo4jGraphStore(BaseGraphStore):
         have = self._node_count(node_label)
         if count <= have:
             return
-        self._write(id_constraint_statement(node_label))
-        self._write("CALL db.awaitIndexes(300)")
+        self._make_schema(id_constraint_statement(node_label))
         for lo in range(have, count, self.batch_size * 2):
             hi = min(lo + self.batch_size * 2, count)
             self._write(f"UNWIND range($lo, $hi - 1) AS i CREATE (:{quote(node_label)} {{id: i}})", lo=lo, hi=hi)
@@ -285,13 +285,21 @@ class Neo4jGraphStore(BaseGraphStore):
             count=count,
         )
 
+    def _make_schema(self, statement: str) -> None:
+        """Run a ``CREATE ... IF NOT EXISTS`` once per object and wait until it is online."""
+        if statement in self._schema_made:
+            return
+        self._write(statement)
+        self._write("CALL db.awaitIndexes(300)")
+        self._schema_made.add(statement)
+
     def _replace_edges(self, schema: EdgeSchema, row: Tensor, col: Tensor, size: tuple[int, int]) -> None:
         """Delete the edge type, then create ``(row, col)`` with ``eid = 0 .. E-1`` in batches."""
         self._write(f"MATCH (t:{quote(EDGE_TYPE_LABEL)} {{key: $key}}) DELETE t", key=schema.key)
         self._delete_edges(schema)
         self._ensure_nodes(schema.src, size[0])
         self._ensure_nodes(schema.dst, size[1])
-        self._write(eid_index_statement(schema.rel))
+        self._make_schema(eid_index_statement(schema.rel))
         query = (
             "UNWIND range(0, size($row) - 1) AS i "
             f"MATCH (a:{quote(schema.src)} {{id: $row[i]}}) MATCH (b:{quote(schema.dst)} {{id: $col[i]}}) "
