@@ -233,6 +233,26 @@ class Neo4jGraphStore(BaseGraphStore):
             row, col = self._read_page(schema, lo, hi)
             yield row, col, torch.arange(lo, hi)
 
+    def sample_in_neighbors(
+        self, edge_type: EdgeType | None, dst: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """At most ``k`` in-edges per destination (``k < 0``: all), chosen uniformly in Neo4j.
+
+        One round trip for the whole frontier. Returns ``(row, col, e_id)`` as int64 arrays of
+        **global** ids: ``row`` the sampled sources, ``col`` their destination from ``dst``.
+        """
+        schema = EdgeSchema.of(edge_type)
+        pick = "ORDER BY rand() LIMIT $k" if k >= 0 else ""
+        records = self._read(
+            f"UNWIND $ids AS id MATCH (b:{quote(schema.dst)} {{id: id}}) "
+            f"CALL (b) {{ MATCH (a:{quote(schema.src)})-[r:{quote(schema.rel)}]->(b) "
+            f"RETURN a.id AS nbr, r.eid AS eid {pick} }} "
+            "RETURN collect(nbr) AS row, collect(b.id) AS col, collect(eid) AS eid",
+            ids=np.asarray(dst, dtype=np.int64).tolist(),
+            k=max(int(k), 0),
+        )
+        return tuple(np.asarray(records[0][name], dtype=np.int64) for name in ("row", "col", "eid"))
+
     # -- reads -----------------------------------------------------------------------------
 
     def _stored(self, schema: EdgeSchema) -> dict[str, Any]:
