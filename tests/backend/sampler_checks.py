@@ -1,16 +1,12 @@
 """Shared test helpers for the sampling engine: small graphs and a batch invariant checker."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import HeteroData
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 from torch_geometric.typing import EdgeType
-
-from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 
 
 def power_law_edge_index(num_nodes: int, num_edges: int, seed: int, num_src: int | None = None) -> Tensor:
@@ -36,41 +32,6 @@ def hetero_graph(seed: int = 0) -> HeteroData:
         data[src, rel, dst].edge_index = ei
         data[dst, f"rev_{rel}", src].edge_index = ei.flip(0)
     return data
-
-
-class InMemoryGraphStore(BaseGraphStore):
-    """A BaseGraphStore over COO tensors held in memory, with a settable version."""
-
-    def __init__(
-        self, edges: dict[EdgeType | None, tuple[Tensor, tuple[int, int] | None]], version: str = "v1"
-    ) -> None:
-        super().__init__()
-        self.edges, self._version = edges, version
-
-    def _put_edge_index(self, edge_index, edge_attr) -> bool:  # noqa: ANN001
-        raise NotImplementedError
-
-    def _get_edge_index(self, edge_attr):  # noqa: ANN001, ANN202
-        return tuple(self.edges[edge_attr.edge_type][0])
-
-    def _remove_edge_index(self, edge_attr) -> bool:  # noqa: ANN001
-        raise NotImplementedError
-
-    def get_all_edge_attrs(self) -> list:
-        from torch_geometric.data import EdgeAttr
-
-        return [EdgeAttr(et, "coo", size=size) for et, (_, size) in self.edges.items()]
-
-    def iter_edge_index(
-        self, edge_type: EdgeType | None, chunk_size: int = DEFAULT_CHUNK_EDGES
-    ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
-        ei = self.edges[edge_type][0]
-        for start in range(0, ei.size(1), chunk_size):
-            part = ei[:, start:start + chunk_size]
-            yield part[0], part[1], torch.arange(start, start + part.size(1))
-
-    def version(self) -> str:
-        return self._version
 
 
 def expected_count(deg: Tensor, k: int, replace: bool) -> Tensor:

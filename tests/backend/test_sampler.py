@@ -6,7 +6,7 @@ import threading
 
 import pytest
 import torch
-from sampler_checks import InMemoryGraphStore, check_batch, power_law_edge_index
+from sampler_checks import check_batch, power_law_edge_index
 from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader, NodeLoader
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
@@ -15,6 +15,7 @@ from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.topology import TopologySnapshot
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 N, E = 300, 3000
@@ -228,11 +229,12 @@ def test_bad_link_input_is_refused(engine: SamplingEngine) -> None:
 
 
 def test_loaders_over_a_store_pair_with_a_mapped_snapshot(tmp_path, graph: Data) -> None:
-    """RocksDB features + a graph store, sampled through a snapshot built from that store."""
-    graph_store = InMemoryGraphStore({None: (graph.edge_index, (N, N))})
-    snapshot = build_snapshot(graph_store, tmp_path / "snapshots", chunk_size=500)
-    sampler = SnapshotNeighborSampler(snapshot, [4, 2], seed=3)
-    with RocksDBFeatureStore(tmp_path / "features") as feature_store:
+    """RocksDB features + Kùzu edges, sampled through a snapshot built from that store."""
+    with KuzuGraphStore(tmp_path / "graph.kuzu") as graph_store, \
+            RocksDBFeatureStore(tmp_path / "features") as feature_store:
+        graph_store.put_edge_index(graph.edge_index, edge_type=None, layout="coo", size=(N, N))
+        snapshot = build_snapshot(graph_store, tmp_path / "snapshots", chunk_size=500)
+        sampler = SnapshotNeighborSampler(snapshot, [4, 2], seed=3)
         feature_store.put_tensor(graph.x, group_name=None, attr_name="x", index=None)
         node_loader = NodeLoader((feature_store, graph_store), node_sampler=sampler,
                                  input_nodes=torch.arange(64), batch_size=16)

@@ -3,18 +3,78 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from sampler_checks import InMemoryGraphStore, hetero_graph, power_law_edge_index
+from sampler_checks import hetero_graph, power_law_edge_index
+from torch import Tensor
+from torch_geometric.data import EdgeAttr
 
 from gnnstore.backend.sampler import SamplingEngine
 from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.topology import TopologySnapshot
 from gnnstore.proto.errors import InvalidRequestError, MalformedFileError, NotFoundError, PreconditionError
+from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
+from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
 
 N, E = 200, 1500
+
+
+def _kuzu_store(path: Path, edges: dict) -> KuzuGraphStore:
+    """A KuzuGraphStore at ``path`` holding ``{edge_type: (edge_index, (n_src, n_dst))}`` as COO."""
+    store = KuzuGraphStore(path)
+    for et, (ei, size) in edges.items():
+        store.put_edge_index(ei, edge_type=et, layout="coo", size=size)
+    return store
+
+
+@pytest.fixture(scope="module")
+def homo_ei() -> Tensor:
+    return power_law_edge_index(N, E, seed=3)
+
+
+@pytest.fixture(scope="module")
+def homo_store(tmp_path_factory, homo_ei: Tensor) -> Iterator[KuzuGraphStore]:
+    """One homogeneous Kùzu graph, read (never written) by the tests that share it."""
+    with _kuzu_store(tmp_path_factory.mktemp("homo") / "graph.kuzu", {None: (homo_ei, (N, N))}) as store:
+        yield store
+
+
+class InconsistentGraphStore(BaseGraphStore):
+    """A store whose edge attrs contradict its edges: an id beyond the declared size, or no size.
+
+    KuzuGraphStore checks every put against its size, so it can produce neither; this stand-in
+    serves one homogeneous COO as declared, to test that the builder refuses such a store.
+    """
+
+    def __init__(self, edge_index: Tensor, size: tuple[int, int] | None) -> None:
+        super().__init__()
+        self.edge_index, self.size = edge_index, size
+
+    def _put_edge_index(self, edge_index, edge_attr) -> bool:  # noqa: ANN001
+        raise NotImplementedError
+
+    def _get_edge_index(self, edge_attr):  # noqa: ANN001, ANN202
+        return tuple(self.edge_index)
+
+    def _remove_edge_index(self, edge_attr) -> bool:  # noqa: ANN001
+        raise NotImplementedError
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        return [EdgeAttr(None, "coo", size=self.size)]
+
+    def iter_edge_index(
+        self, edge_type: None, chunk_size: int = DEFAULT_CHUNK_EDGES
+    ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+        for start in range(0, self.edge_index.size(1), chunk_size):
+            part = self.edge_index[:, start:start + chunk_size]
+            yield part[0], part[1], torch.arange(start, start + part.size(1))
+
+    def version(self) -> str:
+        return "inconsistent"
 
 
 def _assert_csc_matches(topo, src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -56,16 +116,17 @@ def test_hetero_data_gives_one_csc_per_edge_type() -> None:
 
 
 @pytest.mark.parametrize("chunk_size", [1, 7, 1 << 20])
-def test_build_streams_chunks_into_a_memory_mapped_folder(tmp_path, chunk_size: int) -> None:
-    ei = power_law_edge_index(N, E, seed=3)
-    store = InMemoryGraphStore({None: (ei, (N, N))}, version="v1")
-    snap = build_snapshot(store, tmp_path, csr=True, chunk_size=chunk_size)
+def test_build_streams_chunks_into_a_memory_mapped_folder(
+    tmp_path, homo_store: KuzuGraphStore, homo_ei: Tensor, chunk_size: int
+) -> None:
+    version = homo_store.version()
+    snap = build_snapshot(homo_store, tmp_path / "snapshots", csr=True, chunk_size=chunk_size)
     topo = snap.edge(None)
-    assert snap.path == tmp_path / "v1" and snap.version == "v1"
+    assert snap.path == tmp_path / "snapshots" / version and snap.version == version
     assert isinstance(topo.row, np.memmap) and isinstance(topo.e_id, np.memmap)
-    _assert_csc_matches(topo, *ei)
-    _assert_csr_matches(topo, *ei)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["v1"]  # no staging folder left
+    _assert_csc_matches(topo, *homo_ei)
+    _assert_csr_matches(topo, *homo_ei)
+    assert sorted(p.name for p in (tmp_path / "snapshots").iterdir()) == [version]  # no staging folder left
 
 
 def test_hetero_store_build_matches_the_in_memory_snapshot(tmp_path) -> None:
@@ -74,7 +135,8 @@ def test_hetero_store_build_matches_the_in_memory_snapshot(tmp_path) -> None:
         et: (data[et].edge_index, (data[et[0]].num_nodes, data[et[-1]].num_nodes))
         for et in data.edge_types
     }
-    snap = build_snapshot(InMemoryGraphStore(edges), tmp_path, chunk_size=50)
+    with _kuzu_store(tmp_path / "graph.kuzu", edges) as store:
+        snap = build_snapshot(store, tmp_path / "snapshots", chunk_size=50)
     mem = TopologySnapshot.from_data(data)
     assert snap.num_nodes == mem.num_nodes
     for et in data.edge_types:
@@ -86,25 +148,27 @@ def test_hetero_store_build_matches_the_in_memory_snapshot(tmp_path) -> None:
 
 def test_same_version_is_reused_and_a_new_version_is_stale(tmp_path) -> None:
     ei = power_law_edge_index(N, E, seed=5)
-    store = InMemoryGraphStore({None: (ei, (N, N))}, version="v1")
-    first = build_snapshot(store, tmp_path)
-    assert build_snapshot(store, tmp_path).built_at == first.built_at
-    assert not first.is_stale(store)
-    store.edges = {None: (ei[:, :100], (N, N))}
-    store._version = "v2"
-    assert first.is_stale(store)
-    second = build_snapshot(store, tmp_path)
-    assert second.version == "v2" and second.edge(None).num_edges == 100
-    assert first.edge(None).num_edges == E  # the old version stays readable
-    rebuilt = build_snapshot(store, tmp_path, rebuild=True)
-    assert rebuilt.built_at > second.built_at and rebuilt.edge(None).num_edges == 100
-    with_csr = build_snapshot(store, tmp_path, csr=True)
-    assert with_csr.edge(None).has_csr and not second.edge(None).has_csr
+    snapshots = tmp_path / "snapshots"
+    with _kuzu_store(tmp_path / "graph.kuzu", {None: (ei, (N, N))}) as store:
+        first = build_snapshot(store, snapshots)
+        assert build_snapshot(store, snapshots).built_at == first.built_at
+        assert not first.is_stale(store)
+        store.put_edge_index(ei[:, :100], edge_type=None, layout="coo", size=(N, N))
+        assert first.is_stale(store)
+        second = build_snapshot(store, snapshots)
+        assert second.version == store.version() != first.version
+        assert second.edge(None).num_edges == 100
+        assert first.edge(None).num_edges == E  # the old version stays readable
+        rebuilt = build_snapshot(store, snapshots, rebuild=True)
+        assert rebuilt.built_at > second.built_at and rebuilt.edge(None).num_edges == 100
+        with_csr = build_snapshot(store, snapshots, csr=True)
+        assert with_csr.edge(None).has_csr and not second.edge(None).has_csr
 
 
 def test_node_counts_from_outside_the_edges_widen_the_snapshot(tmp_path) -> None:
     ei = torch.tensor([[0, 1], [1, 2]])
-    snap = build_snapshot(InMemoryGraphStore({None: (ei, (3, 3))}), tmp_path, num_nodes={None: 10})
+    with _kuzu_store(tmp_path / "graph.kuzu", {None: (ei, (3, 3))}) as store:
+        snap = build_snapshot(store, tmp_path / "snapshots", num_nodes={None: 10})
     assert snap.num_nodes == {None: 10} and snap.edge(None).colptr.shape == (11,)
     out = SamplingEngine(snap).sample(torch.tensor([9, 2]), [-1], random_seed=0)
     assert out.node.tolist() == [9, 2, 1] and out.edge.tolist() == [1]
@@ -122,7 +186,8 @@ def test_a_snapshot_saved_from_memory_samples_like_the_original(tmp_path) -> Non
 
 def test_a_mapped_snapshot_pickles_as_its_path(tmp_path) -> None:
     ei = power_law_edge_index(N, 20_000, seed=7)
-    snap = build_snapshot(InMemoryGraphStore({None: (ei, (N, N))}), tmp_path)
+    with _kuzu_store(tmp_path / "graph.kuzu", {None: (ei, (N, N))}) as store:
+        snap = build_snapshot(store, tmp_path / "snapshots")
     blob = pickle.dumps(SamplingEngine(snap))
     assert len(blob) < 2_000
     engine = pickle.loads(blob)
@@ -132,16 +197,19 @@ def test_a_mapped_snapshot_pickles_as_its_path(tmp_path) -> None:
 def test_an_out_of_range_id_from_the_store_publishes_nothing(tmp_path) -> None:
     ei = torch.tensor([[0, 1, 5], [1, 2, 0]])
     with pytest.raises(PreconditionError, match=r"source id 5, outside its size \[0, 3\)"):
-        build_snapshot(InMemoryGraphStore({None: (ei, (3, 3))}, version="bad"), tmp_path)
+        build_snapshot(InconsistentGraphStore(ei, (3, 3)), tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_sizes_and_empty_stores_are_refused(tmp_path) -> None:
-    with pytest.raises(PreconditionError, match="no edge types"):
-        build_snapshot(InMemoryGraphStore({}), tmp_path)
+    snapshots = tmp_path / "snapshots"
+    snapshots.mkdir()
+    with KuzuGraphStore(tmp_path / "graph.kuzu") as empty:
+        with pytest.raises(PreconditionError, match="no edge types"):
+            build_snapshot(empty, snapshots)
     with pytest.raises(PreconditionError, match="edge type None has no size"):
-        build_snapshot(InMemoryGraphStore({None: (torch.tensor([[0], [1]]), None)}), tmp_path)
-    assert list(tmp_path.iterdir()) == []
+        build_snapshot(InconsistentGraphStore(torch.tensor([[0], [1]]), None), snapshots)
+    assert list(snapshots.iterdir()) == []
 
 
 def test_broken_folders_are_named(tmp_path) -> None:
