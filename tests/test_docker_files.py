@@ -1,0 +1,179 @@
+"""docker/Dockerfile and docker-compose.yml, checked statically (no Docker engine runs here).
+
+Services, healthchecks, start order, environment wiring against the server's config fields,
+ports, and that every command they run and every file they copy exists in the project.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+
+from gnnstore.backend.config import ENV_PREFIX, ServerConfig
+from gnnstore.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """``(INSTRUCTION, arguments)`` per instruction, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", (ROOT / "docker" / "Dockerfile").read_text())
+    lines = [line.strip() for line in text.splitlines()]
+    return [tuple(line.split(None, 1)) for line in lines if line and not line.startswith("#")]
+
+
+def instructions(name: str) -> list[str]:
+    return [args for instr, args in dockerfile() if instr == name]
+
+
+def exec_form(args: str) -> list[str]:
+    return json.loads(args[args.index("[") :])
+
+
+def environment(service: str) -> dict[str, str]:
+    return {k: str(v) for k, v in SERVICES[service].get("environment", {}).items()}
+
+
+def assert_runs_a_real_command(argv: list[str]) -> None:
+    """``argv`` is a [project.scripts] entry point whose click subcommand and flags exist."""
+    assert argv[0] in SCRIPTS, f"{argv[0]} is not in [project.scripts] ({sorted(SCRIPTS)})"
+    command: click.Command = cli
+    args = argv[1:]
+    while args and isinstance(command, click.Group) and not args[0].startswith("-"):
+        name, args = args[0], args[1:]
+        assert name in command.commands, f"{argv}: {name!r} is not a subcommand ({sorted(command.commands)})"
+        command = command.commands[name]
+    options = {opt for param in command.params for opt in param.opts + param.secondary_opts}
+    for arg in args:
+        if arg.startswith("--"):
+            assert arg.split("=")[0] in options, f"{argv}: {arg} is not an option of {command.name}"
+
+
+def test_compose_has_the_three_services() -> None:
+    assert set(SERVICES) == {"neo4j", "gnnstore", "ingest"}
+    assert SERVICES["neo4j"]["image"] == "neo4j:5.26-community"
+
+
+def test_neo4j_keeps_its_data_in_a_volume_and_has_a_healthcheck() -> None:
+    neo4j = SERVICES["neo4j"]
+    volume = neo4j["volumes"][0].split(":")
+    assert volume[1] == "/data" and volume[0] in COMPOSE["volumes"]
+    test = neo4j["healthcheck"]["test"]
+    assert test[0] == "CMD-SHELL" and "cypher-shell" in test[1] and "RETURN 1" in test[1]
+    assert "${GNNSTORE_NEO4J_PASSWORD" in neo4j["environment"]["NEO4J_AUTH"]
+
+
+def test_services_start_in_order() -> None:
+    assert SERVICES["ingest"]["depends_on"] == {"neo4j": {"condition": "service_healthy"}}
+    assert SERVICES["gnnstore"]["depends_on"] == {
+        "neo4j": {"condition": "service_healthy"},
+        "ingest": {"condition": "service_completed_successfully"},
+    }
+    assert SERVICES["ingest"]["restart"] == "no"
+
+
+@pytest.mark.parametrize("service", ["gnnstore", "ingest"])
+def test_environment_names_are_server_config_fields(service: str) -> None:
+    env = environment(service)
+    fields = {f.name for f in dataclasses.fields(ServerConfig)}
+    for name in env:
+        assert name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX):].lower() in fields, name
+    assert env["GNNSTORE_GRAPH_BACKEND"] == "neo4j"
+    assert env["GNNSTORE_NEO4J_URI"] == "bolt://neo4j:7687"  # the compose service name
+    assert env["GNNSTORE_NEO4J_PASSWORD"].startswith("${GNNSTORE_NEO4J_PASSWORD:?")  # never a literal
+    volume = SERVICES[service]["volumes"][0].split(":")
+    assert volume[1] == env["GNNSTORE_DATA_DIR"] and volume[0] in COMPOSE["volumes"]
+
+
+def test_gnnstore_publishes_the_port_it_serves_on() -> None:
+    env = environment("gnnstore")
+    host_port, container_port = SERVICES["gnnstore"]["ports"][0].split(":")
+    assert container_port == env["GNNSTORE_PORT"] == "50051" and host_port == "50051"
+    assert env["GNNSTORE_HOST"] == "0.0.0.0"  # reachable through the published port
+    expose = instructions("EXPOSE")
+    assert expose == [env["GNNSTORE_PORT"]]
+
+
+def test_both_gnnstore_services_build_the_dockerfile() -> None:
+    build = SERVICES["ingest"]["build"]
+    assert (ROOT / build["context"] / build["dockerfile"]).resolve() == ROOT / "docker" / "Dockerfile"
+    assert SERVICES["gnnstore"]["image"] == SERVICES["ingest"]["image"]
+
+
+@pytest.mark.parametrize("service", ["gnnstore", "ingest"])
+def test_compose_commands_exist(service: str) -> None:
+    assert_runs_a_real_command(SERVICES[service]["command"])
+
+
+def test_dockerfile_base_user_install_and_command() -> None:
+    assert instructions("FROM") == ["python:3.11-slim"]
+    (user,) = instructions("USER")
+    assert user not in ("root", "0")
+    assert any("useradd" in run and user in run for run in instructions("RUN"))
+    assert any(re.search(r"pip install .*\"\.\[neo4j\]\"", run) for run in instructions("RUN"))
+    (cmd,) = instructions("CMD")
+    assert exec_form(cmd) == ["gnnstore", "serve"]
+    assert_runs_a_real_command(exec_form(cmd))
+    env = " ".join(instructions("ENV"))
+    assert "GNNSTORE_HOST=0.0.0.0" in env and "GNNSTORE_DATA_DIR=/data" in env
+
+
+def test_dockerfile_copies_files_that_exist_and_every_package_folder() -> None:
+    copied = []
+    for args in instructions("COPY"):
+        *sources, _ = shlex.split(args)
+        for source in sources:
+            assert (ROOT / source).exists(), f"COPY {source}: no such file in the repository"
+            copied.append(source)
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert set(tool["package-dir"].values()) <= set(copied), "a package folder is not copied"
+
+
+def test_healthcheck_speaks_grpc_health_and_fails_without_a_server() -> None:
+    (health,) = instructions("HEALTHCHECK")
+    argv = exec_form(health)
+    assert argv[:2] == ["python", "-c"] and "grpc_health.v1" in argv[2]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once closed
+    env = {**os.environ, "GNNSTORE_PORT": str(port)}
+    result = subprocess.run([sys.executable, "-c", argv[2]], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "Error" in result.stderr and "ImportError" not in result.stderr and "SyntaxError" not in result.stderr
+
+
+def test_healthcheck_passes_against_a_serving_health_service() -> None:
+    from concurrent import futures
+
+    import grpc
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    (health_args,) = instructions("HEALTHCHECK")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        env = {**os.environ, "GNNSTORE_PORT": str(port)}
+        run = [sys.executable, "-c", exec_form(health_args)[2]]
+        servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        assert subprocess.run(run, env=env, capture_output=True, timeout=60).returncode == 1
+        servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        assert subprocess.run(run, env=env, capture_output=True, timeout=60).returncode == 0
+    finally:
+        server.stop(None)
