@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set as AbstractSet
 from pathlib import Path
 
 import numpy as np
@@ -115,7 +115,7 @@ class IdMap:
 
         Raises:
             NotFoundError: an unknown node type or key (the message lists the first missing).
-            InvalidRequestError: a key that is neither int nor str.
+            InvalidRequestError: a key that is neither int nor str, or keys given as a dict or set.
         """
         info = self._info(node_type)
         ids, missing = self._lookup(info, _KeyBatch.of(keys, node_type))
@@ -126,6 +126,22 @@ class IdMap:
                 f"{' ...' if missing.size > _MAX_SHOWN else ''} ({missing.size} unknown of "
                 f"{len(ids)}; map them first with map_keys)"
             )
+        return torch.from_numpy(ids)
+
+    def lookup(self, node_type: NodeType, keys: Iterable[NodeKey] | Tensor | np.ndarray) -> Tensor:
+        """Global id of each key in order, ``-1`` for a key the map does not know; never writes.
+
+        One multi-get for the keys outside the identity prefix. A node type the map has never
+        seen knows no key, so every id is ``-1`` (unlike ``to_ids``, which raises).
+
+        Raises:
+            InvalidRequestError: a key that is neither int nor str, or keys given as a dict or set.
+        """
+        batch = _KeyBatch.of(keys, node_type)
+        info = self._types.get(node_type)
+        if info is None:
+            return torch.full((len(batch),), -1, dtype=torch.int64)
+        ids, _ = self._lookup(info, batch, positions=True)
         return torch.from_numpy(ids)
 
     def to_keys(self, node_type: NodeType, ids: Sequence[int] | Tensor | np.ndarray) -> list[NodeKey]:
@@ -160,7 +176,8 @@ class IdMap:
         leaves the map as it was. Duplicates inside one call get one id.
 
         Raises:
-            InvalidRequestError: a key that is neither int nor str, or a bad node type.
+            InvalidRequestError: a key that is neither int nor str, keys given as a dict or set
+                (no order to give ids in), or a bad node type.
         """
         self._check_writable()
         _check_node_type(node_type)
@@ -281,6 +298,12 @@ class _KeyBatch:
                     )
                 return cls(keys.astype(np.int64), None)
             keys = keys.tolist()
+        if isinstance(keys, (Mapping, AbstractSet)):
+            raise InvalidRequestError(
+                f"node type {node_type!r}: keys must be a sequence of int or str, got a "
+                f"{type(keys).__name__}; pass a list (e.g. list(d) for a dict's keys, "
+                "list(d.values()) for its values)"
+            )
         if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
             raise InvalidRequestError(
                 f"node type {node_type!r}: keys must be a sequence of int or str, got "

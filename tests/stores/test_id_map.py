@@ -75,6 +75,67 @@ def test_unknown_keys_name_type_and_first_missing(id_map: IdMap) -> None:
     assert state(id_map) == before
 
 
+@pytest.mark.parametrize("keys", [
+    ["zz", "a", 42, "5", 5, 1000, "a"], np.array(["zz", "a", 42, "5", 5, 1000, "a"], dtype=object),
+], ids=["list", "object-array"])
+def test_lookup_gives_minus_one_for_unknown_keys_and_writes_nothing(id_map: IdMap, keys) -> None:
+    id_map.identity("user", 3)
+    id_map.map_keys("user", ["a", 5])
+    before = state(id_map)
+    assert id_map.lookup("user", keys).tolist() == [-1, 3, -1, -1, 4, -1, 3]
+    assert state(id_map) == before
+
+
+@pytest.mark.parametrize("keys", [
+    torch.tensor([4, -1, 2, 9, 4], dtype=torch.int32), np.array([4, -1, 2, 9, 4], dtype=np.int64),
+    [4, -1, 2, 9, 4],
+], ids=["int32-tensor", "int64-array", "list"])
+def test_lookup_vectorised_int_keys(id_map: IdMap, keys) -> None:
+    id_map.identity(None, 3)
+    id_map.map_keys(None, [9, 4])
+    ids = id_map.lookup(None, keys)
+    assert ids.dtype == torch.int64 and ids.tolist() == [4, -1, 2, 3, 4]
+
+
+def test_lookup_of_an_unknown_type_or_no_keys(id_map: IdMap) -> None:
+    id_map.map_keys("user", ["a"])
+    ids = id_map.lookup("item", ["a", 0])
+    assert ids.dtype == torch.int64 and ids.tolist() == [-1, -1]
+    assert id_map.lookup(None, []).tolist() == [] and id_map.lookup("user", []).tolist() == []
+    assert id_map.node_types() == ["user"]
+
+
+def test_lookup_agrees_with_map_keys(id_map: IdMap) -> None:
+    id_map.map_keys("user", ["a", "b", 3])
+    keys = ["c", 3, "a", 7, "d"]
+    known = id_map.lookup("user", keys)
+    new = known < 0
+    expected = known.clone()
+    expected[new] = torch.arange(id_map.num_nodes("user"), id_map.num_nodes("user") + int(new.sum()))
+    assert torch.equal(id_map.map_keys("user", keys), expected)
+    assert torch.equal(id_map.lookup("user", keys), expected)
+
+
+@pytest.mark.parametrize("keys, fragment", [
+    ({"a": 0}, "got a dict"), ({"a", "b"}, "got a set"), (frozenset({1}), "got a frozenset"),
+    ({"a": 0}.keys(), "got a dict_keys"), ([1.5], "key #0 is 1.5 of type float"),
+], ids=["dict", "set", "frozenset", "dict-keys", "float"])
+@pytest.mark.parametrize("method", ["to_ids", "lookup", "map_keys"])
+def test_unordered_or_bad_keys_are_refused(id_map: IdMap, method, keys, fragment) -> None:
+    id_map.map_keys("user", ["a", 1])
+    before = state(id_map)
+    with pytest.raises(InvalidRequestError, match=fragment):
+        getattr(id_map, method)("user", keys)
+    assert state(id_map) == before
+
+
+def test_read_only_lookup(tmp_path: Path) -> None:
+    with IdMap(tmp_path / "idmap") as m:
+        m.map_keys("user", ["a", "b"])
+    with IdMap(tmp_path / "idmap", read_only=True) as m:
+        assert m.lookup("user", ["b", "x"]).tolist() == [1, -1]
+
+
 def test_ids_out_of_range(id_map: IdMap) -> None:
     id_map.map_keys("user", ["a", "b"])
     with pytest.raises(InvalidRequestError, match=r"'user': id 2 is out of range \(valid ids: 0\.\.1\)"):
