@@ -118,6 +118,9 @@ def _check_keys(node_type: NodeType | None, keys: object, num_nodes: int) -> Key
     if isinstance(keys, Tensor):
         keys = keys.detach().cpu().numpy()
     arr = np.asarray(keys) if not isinstance(keys, np.ndarray) else keys
+    if arr.dtype.kind in "US" and arr.ndim == 1 and not isinstance(keys, np.ndarray):
+        arr = np.empty(len(arr), dtype=object)  # numpy made mixed int/str keys all str:
+        arr[:] = list(keys)                     # keep each key as given (5 and "5" differ)
     if arr.ndim != 1 or len(arr) != num_nodes:
         raise InvalidRequestError(
             f"node type {node_type!r}: expected {num_nodes} keys, one per node, got shape "
