@@ -2,7 +2,9 @@
 
 Order and failure model. Everything that can be checked without writing is checked first (see
 ``plan.py``), including, for node types the id map already knows, how the new rows fit the
-stored features. Then the writes run in this order, each atomic on its own:
+stored features: the ids new keys will get are computed with ``IdMap.lookup`` (read-only) as
+the map would give them, so bad input is refused before any write, the id map's included. Then
+the writes run in this order, each atomic on its own:
 
 1. the id map, one ``map_keys`` (or ``identity``) per node type;
 2. the feature store, one whole-tensor put per (node type, attr) (an SST file switched in by one
@@ -20,6 +22,7 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -30,7 +33,7 @@ from tqdm import tqdm
 
 from gnnstore.ingest.plan import EdgePlan, NodePlan, plan_ingest
 from gnnstore.ingest.report import IngestReport, IngestStep
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto.errors import InvalidRequestError, PreconditionError
 
 if TYPE_CHECKING:
     from gnnstore.stores.data_dir import Stores
@@ -61,16 +64,17 @@ def ingest_graph(
 
     Raises:
         InvalidRequestError: bad tensors, keys or edges, or rows that do not fit the features
-            already stored for a type; raised before anything is written, except when new keys
-            are added to a type the id map knows (then those keys keep their new ids).
+            already stored for a type; raised before anything is written.
+        PreconditionError: the id map gave other ids than planned (it changed during the
+            ingest); the keys keep the ids it gave, and re-running the ingest repairs the rest.
     """
     start = time.perf_counter()
     nodes, edges = plan_ingest(data, keys)
-    ids = {plan.node_type: _known_ids(stores.id_map, plan) for plan in nodes}
-    for plan in nodes:
-        if ids[plan.node_type] is not None:
-            num_after = _num_nodes_after(stores.id_map, plan)
-            _check_rows_fit(stores, plan, ids[plan.node_type], num_after)
+    planned = {plan.node_type: _plan_ids(stores.id_map, plan) for plan in nodes}
+    ids = {nt: p.ids for nt, p in planned.items()}
+    num_nodes = {nt: p.num_nodes for nt, p in planned.items()}
+    for plan in nodes:  # all checked before the first write, the id map's included
+        _check_rows_fit(stores, plan, ids[plan.node_type], num_nodes[plan.node_type])
     report = IngestReport()
     total = sum(p.num_nodes * (1 + len(p.attrs)) for p in nodes) + sum(
         e.edge_index.size(1) for e in edges
@@ -78,10 +82,7 @@ def ingest_graph(
     with tqdm(total=total, unit="rows", unit_scale=True, disable=not progress) as bar:
         for plan in nodes:
             with _step(report, bar, "nodes", _type_label(plan.node_type), plan.num_nodes):
-                ids[plan.node_type] = _map_ids(stores.id_map, plan, ids[plan.node_type])
-        num_nodes = {p.node_type: stores.id_map.num_nodes(p.node_type) for p in nodes}
-        for plan in nodes:  # all checked before the first feature is written
-            _check_rows_fit(stores, plan, ids[plan.node_type], num_nodes[plan.node_type])
+                _map_ids(stores.id_map, plan, planned[plan.node_type])
         for plan in nodes:
             _put_features(stores, plan, ids[plan.node_type], num_nodes[plan.node_type], report, bar)
         for plan in edges:
@@ -107,39 +108,59 @@ def _step(report: IngestReport, bar: tqdm, kind: str, name: str, rows: int) -> I
     bar.update(rows)
 
 
-def _known_ids(id_map: IdMap, plan: NodePlan) -> Tensor | None:
-    """The global ids the keys will have, when that is known without writing (else ``None``).
+@dataclass
+class _IdPlan:
+    """The global ids one node type's keys will have, worked out without writing.
 
-    A type the id map has never seen gives its keys ``0 .. N-1`` in order; for a known type,
-    the ids are known when every key is already mapped.
+    Attributes:
+        ids: the **global** id of each local node, known keys' ids and the new keys' ids to be.
+        num_nodes: the type's node count once the new keys are mapped.
+        new_keys: how many keys the id map does not know yet.
+        known_type: whether the id map knows the node type.
+    """
+
+    ids: Tensor
+    num_nodes: int
+    new_keys: int
+    known_type: bool
+
+
+def _plan_ids(id_map: IdMap, plan: NodePlan) -> _IdPlan:
+    """The ids ``map_keys`` will give ``plan``'s keys: known keys keep theirs, new keys get
+    ``num_nodes, num_nodes+1, ...`` in first-seen order (the plan's keys are unique, so that is
+    their local order). A type the id map has never seen gives its keys ``0 .. N-1``.
     """
     if plan.node_type not in id_map.node_types():
-        return torch.arange(plan.num_nodes)
-    try:
-        return id_map.to_ids(plan.node_type, _keys_or_range(plan))
-    except NotFoundError:
-        return None
-
-
-def _num_nodes_after(id_map: IdMap, plan: NodePlan) -> int:
-    """How many ids the type has once this ingest's keys, all already known or new, are mapped."""
-    if plan.node_type not in id_map.node_types():
-        return plan.num_nodes
-    return id_map.num_nodes(plan.node_type)
+        return _IdPlan(torch.arange(plan.num_nodes), plan.num_nodes, plan.num_nodes, False)
+    ids = id_map.lookup(plan.node_type, _keys_or_range(plan))
+    new = ids < 0
+    new_keys = int(new.sum())
+    known = id_map.num_nodes(plan.node_type)
+    ids[new] = torch.arange(known, known + new_keys)
+    return _IdPlan(ids, known + new_keys, new_keys, True)
 
 
 def _keys_or_range(plan: NodePlan) -> object:
     return plan.keys if plan.keys is not None else torch.arange(plan.num_nodes)
 
 
-def _map_ids(id_map: IdMap, plan: NodePlan, known: Tensor | None) -> Tensor:
-    """Give the keys their global ids (no write when they all have one already)."""
-    if plan.node_type not in id_map.node_types() and plan.keys is None:
+def _map_ids(id_map: IdMap, plan: NodePlan, planned: _IdPlan) -> None:
+    """Give the new keys their planned ids (no write when the type and every key are known).
+
+    Raises:
+        PreconditionError: the id map gave other ids than planned.
+    """
+    if planned.known_type and not planned.new_keys:
+        return
+    if not planned.known_type and plan.keys is None:
         id_map.identity(plan.node_type, plan.num_nodes)  # nothing written per key
-        return torch.arange(plan.num_nodes)
-    if known is not None and plan.node_type in id_map.node_types():
-        return known
-    return id_map.map_keys(plan.node_type, _keys_or_range(plan))
+        return
+    ids = id_map.map_keys(plan.node_type, _keys_or_range(plan))
+    if not torch.equal(ids, planned.ids):
+        raise PreconditionError(
+            f"node type {plan.node_type!r}: the id map gave this ingest's keys other ids than "
+            "planned (was it written to during the ingest?); re-run the ingest to repair it"
+        )
 
 
 def _check_rows_fit(stores: Stores, plan: NodePlan, ids: Tensor, num_nodes: int) -> None:

@@ -122,10 +122,23 @@ def test_rows_that_do_not_fit_the_stored_attrs_are_refused(tmp_path):
         assert_same_state(before, store_state(stores))
         with pytest.raises(InvalidRequestError, match="attr 'y' would have no row for 1 of its 4"):
             ingest_graph(Data(x=torch.ones(2, 2), num_nodes=2), stores, keys={None: ["a", "d"]})
-        after = store_state(stores)
-        assert after["ids"][None] == ["a", "b", "c", "d"]  # the one write before the check
-        after["ids"][None] = before["ids"][None]
-        assert_same_state(before, after)
+        assert_same_state(before, store_state(stores))  # the new key 'd' got no id
+        with pytest.raises(InvalidRequestError, match=r"attr 'x' is stored as torch.float32 rows of shape \[2\], got torch.float32 rows of shape \[3\]"):
+            ingest_graph(Data(x=torch.ones(3, 3), y=torch.zeros(3, dtype=torch.long), num_nodes=3),
+                         stores, keys={None: ["e", "a", "f"]})
+        assert_same_state(before, store_state(stores))
+        assert stores.id_map.lookup(None, ["d", "e", "f", "a"]).tolist() == [-1, -1, -1, 0]
+
+
+def test_new_keys_of_a_known_type_get_the_planned_ids(tmp_path):
+    with open_stores(tmp_path) as stores:
+        stores.id_map.identity(None, 2)
+        ingest_graph(Data(x=torch.tensor([[0.0], [1.0]]), num_nodes=2), stores)
+        ingest_graph(Data(x=torch.tensor([[5.0], [1.5], [4.0], [3.0]]), num_nodes=4), stores,
+                     keys={None: ["z", 1, "y", 7]})
+        assert stores.id_map.to_keys(None, torch.arange(5)) == [0, 1, "z", "y", 7]
+        assert torch.equal(stores.feature_store.get_tensor(None, "x", None),
+                           torch.tensor([[0.0], [1.5], [5.0], [4.0], [3.0]]))
 
 
 def test_planetoid_without_its_raw_files_is_a_clear_error(tmp_path):
