@@ -104,7 +104,9 @@ def _node_counts(
     for attr in graph_store.get_all_edge_attrs():
         if attr.size is None:
             raise PreconditionError(f"edge type {attr.edge_type!r} has no size in the graph store")
-        sizes.setdefault(attr.edge_type, (int(attr.size[0]), int(attr.size[1])))
+        # Layouts of one edge type may carry different sizes; the widest covers them all.
+        num_src, num_dst = sizes.get(attr.edge_type, (0, 0))
+        sizes[attr.edge_type] = (max(num_src, int(attr.size[0])), max(num_dst, int(attr.size[1])))
     if not sizes:
         raise PreconditionError("the graph store holds no edge types to snapshot")
     if None in sizes and len(sizes) > 1:

@@ -239,3 +239,19 @@ def test_broken_folders_are_named(tmp_path) -> None:
 def test_bad_in_memory_input_is_refused(edge_index, num_nodes, fragment: str) -> None:
     with pytest.raises(InvalidRequestError, match=fragment):
         TopologySnapshot.from_edge_index(edge_index, num_nodes)
+
+
+def test_layouts_with_different_sizes_snapshot_the_canonical_edges(tmp_path):
+    """A CSC put before a wider COO of the same edge type must not narrow the snapshot."""
+    store = KuzuGraphStore(tmp_path / "graph.kuzu")
+    csc_row, colptr = torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2, 3])
+    store.put_edge_index((csc_row, colptr), edge_type=None, layout="csc", size=(3, 3))
+    coo = torch.tensor([[5, 0, 4], [0, 2, 1]])
+    store.put_edge_index((coo[0], coo[1]), edge_type=None, layout="coo", size=(6, 3))
+    snap = build_snapshot(store, tmp_path / "snapshots")
+    assert snap.num_nodes[None] == 6
+    topo = snap.edge(None)
+    dst = np.repeat(np.arange(topo.num_dst), np.diff(np.asarray(topo.colptr)))
+    got = sorted(zip(np.asarray(topo.row).tolist(), dst.tolist(), np.asarray(topo.e_id).tolist()))
+    assert got == sorted(zip(coo[0].tolist(), coo[1].tolist(), range(3)))
+    store.close()
