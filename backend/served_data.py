@@ -15,7 +15,7 @@ from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import TopologySnapshot
 from gnnstore.proto.errors import GnnStoreError, PreconditionError
-from gnnstore.stores import open_stores
+from gnnstore.stores.data_dir import open_stores
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +77,8 @@ def open_served_data(config: ServerConfig) -> ServedData:
         )
     try:
         stores = open_stores(data_dir, read_only=config.read_only)
-    except GnnStoreError as exc:
-        raise PreconditionError(f"data directory {data_dir} cannot be opened: {exc}; {hint}") from None
+    except GnnStoreError:
+        raise  # the stores' own message names the part and the fix
     except Exception as exc:  # a corrupt database raises the database's own error type
         raise PreconditionError(
             f"data directory {data_dir} cannot be opened ({type(exc).__name__}: {exc}); it may be "

@@ -26,7 +26,6 @@ from gnnstore.backend.sampling_engine import SamplingEngine
 from gnnstore.backend.sampling_runner import SamplingLimits, SamplingRunner
 from gnnstore.backend.served_data import ServedData, open_served_data
 from gnnstore.proto import admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
-from gnnstore.proto.codec import describe
 from gnnstore.proto.errors import PreconditionError
 
 logger = logging.getLogger(__name__)
@@ -81,11 +80,11 @@ class GnnStoreServer:
         """One line: the bound address, the backend, the snapshot and the schema."""
         data = self.data
         snapshot = data.snapshot
-        nodes = ", ".join(f"{describe(nt)}={n}" for nt, n in snapshot.num_nodes.items())
-        edges = ", ".join(f"{describe(et)}={t.num_edges}" for et, t in snapshot.edges.items())
+        nodes = ", ".join(_label(nt, n) for nt, n in snapshot.num_nodes.items())
+        edges = ", ".join(_label(et, t.num_edges) for et, t in snapshot.edges.items())
         features = ", ".join(
-            f"{describe(s.group_name)}.{s.attr_name}:{str(s.dtype).removeprefix('torch.')}"
-            f"{list(s.shape)}"
+            f"{'' if s.group_name is None else f'{s.group_name}.'}{s.attr_name}:"
+            f"{str(s.dtype).removeprefix('torch.')}{list(s.shape)}"
             for s in data.feature_store.tensor_schema()
         )
         return (
@@ -148,6 +147,13 @@ class GnnStoreServer:
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         return server
+
+
+def _label(key: object, count: int) -> str:
+    """``"3000"`` for the homogeneous graph, ``"paper=3000"`` or ``"a__to__b=10"`` otherwise."""
+    if key is None:
+        return str(count)
+    return f"{key if isinstance(key, str) else '__'.join(key)}={count}"
 
 
 def _server_options(config: ServerConfig) -> list[tuple[str, Any]]:

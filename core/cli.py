@@ -7,6 +7,8 @@ import sys
 import click
 
 from gnnstore import __version__
+from gnnstore.backend.serve_cli import serve_command
+from gnnstore.demo import demo_command
 from gnnstore.ingest.cli import ingest_command
 from gnnstore.proto.errors import GnnStoreError
 
@@ -30,6 +32,8 @@ def version_command() -> None:
 
 cli.add_command(version_command)
 cli.add_command(ingest_command)
+cli.add_command(serve_command)
+cli.add_command(demo_command)
 
 
 def main() -> None:
