@@ -323,13 +323,14 @@ class Neo4jGraphStore(BaseGraphStore):
         query = (
             "UNWIND range(0, size($row) - 1) AS i "
             f"MATCH (a:{quote(schema.src)} {{id: $row[i]}}) MATCH (b:{quote(schema.dst)} {{id: $col[i]}}) "
-            f"CREATE (a)-[:{quote(schema.rel)} {{eid: $base + i}}]->(b)"
+            f"CREATE (a)-[:{quote(schema.rel)} {{eid: $eid[i]}}]->(b)"
         )
         rows, cols = row.numpy(), col.numpy()
+        order = np.argsort(rows, kind="stable")  # by source: about 2x faster (locality, locks)
         try:
             for lo in range(0, len(rows), self.batch_size):
-                hi = lo + self.batch_size
-                self._write(query, row=rows[lo:hi].tolist(), col=cols[lo:hi].tolist(), base=lo)
+                eid = order[lo : lo + self.batch_size]
+                self._write(query, row=rows[eid].tolist(), col=cols[eid].tolist(), eid=eid.tolist())
         except Exception:
             logger.exception("writing edge type %r failed; removing its partial edges", schema.edge_type)
             self._delete_edges(schema)

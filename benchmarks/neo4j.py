@@ -1,0 +1,107 @@
+"""Neo4j figures: ingest edges/s through UNWIND batches, and live vs snapshot sampling batches/s.
+
+Starts the embedded Neo4j 5.26 the test suite uses (``tests/neo4j_server.py``) on a free port
+with a temporary data folder, unless ``--uri`` names a running, empty one. Run it under ``nice``
+on a shared machine:
+
+    nice -n 10 python benchmarks/neo4j.py            # 100k nodes, 1M edges
+    nice -n 10 python benchmarks/neo4j.py --small    # 20k nodes, 100k edges
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch_geometric.sampler import NodeSamplerInput
+
+# This file is named neo4j.py: drop its folder from the path, or `import neo4j` finds it, not
+# the driver. Then put tests/ first for the suite's launcher.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent / "tests"))
+
+from neo4j_server import LocalNeo4j  # noqa: E402
+
+from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler  # noqa: E402
+from gnnstore.backend.sampler import SnapshotNeighborSampler  # noqa: E402
+from gnnstore.backend.snapshot_builder import build_snapshot  # noqa: E402
+from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore  # noqa: E402
+
+
+def power_law_edges(num_nodes: int, num_edges: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sources uniform, destinations skewed towards low ids (a few hubs, a long tail)."""
+    gen = torch.Generator().manual_seed(seed)
+    row = torch.randint(num_nodes, (num_edges,), generator=gen)
+    col = (torch.rand(num_edges, generator=gen) ** 2 * num_nodes).long()
+    return row, col
+
+
+def time_batches(sample: callable, seeds: torch.Tensor, batch_size: int, max_batches: int) -> tuple[float, int]:
+    """Batches per second over up to ``max_batches`` batches of ``batch_size`` seeds."""
+    batches = seeds[: batch_size * max_batches].split(batch_size)
+    started = time.perf_counter()
+    edges = 0
+    for batch in batches:
+        out = sample(NodeSamplerInput(input_id=torch.arange(len(batch)), node=batch))
+        edges += out.row.numel()
+    return len(batches) / (time.perf_counter() - started), edges // len(batches)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", action="store_true", help="20k nodes, 100k edges")
+    parser.add_argument("--uri", help="a running, empty Neo4j (auth off); default: start one")
+    parser.add_argument("--batch-rows", type=int, default=20_000, help="rows per UNWIND batch")
+    parser.add_argument("--batch-size", type=int, default=512, help="seeds per sampled batch")
+    parser.add_argument("--fanouts", type=int, nargs="+", default=[10, 5])
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    num_nodes, num_edges = (20_000, 100_000) if args.small else (100_000, 1_000_000)
+
+    with tempfile.TemporaryDirectory(prefix="gnnstore-bench-neo4j-") as tmp:
+        server = None
+        uri = args.uri
+        if uri is None:
+            server = LocalNeo4j(Path(tmp) / "neo4j", heap_mb=1536, pagecache_mb=512).start()
+            uri = server.uri
+            print(f"neo4j start-up: {server.startup_s:.1f} s (embedded 5.26, {uri})")
+        try:
+            run(uri, Path(tmp), num_nodes, num_edges, args)
+        finally:
+            if server is not None:
+                server.stop()
+
+
+def run(uri: str, tmp: Path, num_nodes: int, num_edges: int, args: argparse.Namespace) -> None:
+    row, col = power_law_edges(num_nodes, num_edges)
+    store = Neo4jGraphStore(uri, None, batch_size=args.batch_rows)
+    started = time.perf_counter()
+    store.put_edge_index((row, col), None, "coo", size=(num_nodes, num_nodes))
+    ingest_s = time.perf_counter() - started
+    print(f"ingest: {num_edges} edges, {num_nodes} nodes in {ingest_s:.1f} s = "
+          f"{num_edges / ingest_s:,.0f} edges/s (UNWIND batches of {args.batch_rows})")
+
+    started = time.perf_counter()
+    snapshot = build_snapshot(store, tmp / "snapshots")
+    print(f"snapshot build from Neo4j: {time.perf_counter() - started:.1f} s")
+
+    seeds = torch.randperm(num_nodes, generator=torch.Generator().manual_seed(1))
+    live = Neo4jLiveSampler(store, args.fanouts)
+    snap = SnapshotNeighborSampler(snapshot, args.fanouts, seed=0)
+    time_batches(live.sample_from_nodes, seeds, args.batch_size, 1)  # warm the query plan
+    live_rate, live_edges = time_batches(live.sample_from_nodes, seeds, args.batch_size, 10)
+    snap_rate, snap_edges = time_batches(snap.sample_from_nodes, seeds, args.batch_size, 200)
+    print(f"live sampling:     {live_rate:8.2f} batches/s ({args.batch_size} seeds, fanouts "
+          f"{args.fanouts}, ~{live_edges} edges/batch)")
+    print(f"snapshot sampling: {snap_rate:8.2f} batches/s (~{snap_edges} edges/batch)")
+    print(f"ratio snapshot/live: {snap_rate / live_rate:.1f}x")
+    store.close()
+
+
+if __name__ == "__main__":
+    main()
