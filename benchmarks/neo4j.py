@@ -14,6 +14,7 @@ import logging
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -41,7 +42,7 @@ def power_law_edges(num_nodes: int, num_edges: int, seed: int = 0) -> tuple[torc
     return row, col
 
 
-def time_batches(sample: callable, seeds: torch.Tensor, batch_size: int, max_batches: int) -> tuple[float, int]:
+def time_batches(sample: Callable, seeds: torch.Tensor, batch_size: int, max_batches: int) -> tuple[float, int]:
     """Batches per second over up to ``max_batches`` batches of ``batch_size`` seeds."""
     batches = seeds[: batch_size * max_batches].split(batch_size)
     started = time.perf_counter()
