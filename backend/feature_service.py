@@ -112,7 +112,7 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
         """Delete one attribute."""
         with translate_errors(context, "FeatureService.Remove"):
             group, name = attr_key_from_proto(request.key)
-            removed = self._store.remove_tensor(group_name=group, attr_name=name)
+            removed = self._store.remove_tensor(group_name=group, attr_name=name, index=None)
             logger.info("[FeatureService.Remove] %s.%s: removed=%s", describe(group), name, removed)
             return feature_pb2.RemoveResponse(removed=bool(removed))
 

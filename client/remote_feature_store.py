@@ -161,8 +161,6 @@ class RemoteFeatureStore(FeatureStore):
             return torch.arange(size[0])[index], False
         if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
             return torch.tensor([int(index)]), True
-        if isinstance(index, np.ndarray):
-            index = torch.from_numpy(index)
         if isinstance(index, Tensor) and index.dim() == 1 and (
             index.numel() == 0 or not (index.is_floating_point() or index.dtype == torch.bool)
         ):
