@@ -99,13 +99,14 @@ def to_coo(
 def from_coo(
     row: np.ndarray, col: np.ndarray, layout: EdgeLayout, size: tuple[int, int]
 ) -> tuple[Tensor, Tensor]:
-    """The stored layout back from its COO expansion in edge-id order."""
-    row_t, col_t = torch.from_numpy(row), torch.from_numpy(col)
+    """``(row, col)`` in edge-id order, returned in ``layout``; ties keep edge-id order."""
     if layout == EdgeLayout.COO:
-        return row_t, col_t
+        return torch.from_numpy(row), torch.from_numpy(col)
     if layout == EdgeLayout.CSR:
-        return _pointer(row, size[0]), col_t
-    return row_t, _pointer(col, size[1])
+        perm = np.argsort(row, kind="stable")
+        return _pointer(row, size[0]), torch.from_numpy(col[perm])
+    perm = np.argsort(col, kind="stable")
+    return torch.from_numpy(row[perm]), _pointer(col, size[1])
 
 
 def _pair(edge_index: object, edge_type: EdgeTypeKey) -> tuple[np.ndarray, np.ndarray]:
@@ -171,7 +172,7 @@ def _check_ids(ids: np.ndarray, bound: int, edge_type: EdgeTypeKey, side: str) -
         )
 
 
-def _pointer(sorted_ids: np.ndarray, n: int) -> Tensor:
+def _pointer(ids: np.ndarray, n: int) -> Tensor:
     ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(sorted_ids, minlength=n), out=ptr[1:])
+    np.cumsum(np.bincount(ids, minlength=n), out=ptr[1:])
     return torch.from_numpy(ptr)

@@ -24,7 +24,7 @@ from torch_geometric.typing import EdgeTensorType, EdgeType
 
 from gnnstore.proto.errors import NotFoundError, PreconditionError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
-from gnnstore.stores.edge_index_layout import from_coo, to_coo
+from gnnstore.stores.edge_layout import from_coo, to_coo
 from gnnstore.stores.neo4j_schema import (
     EDGE_TYPE_LABEL,
     GRAPH_LABEL,
@@ -156,7 +156,10 @@ class Neo4jGraphStore(BaseGraphStore):
         Everything is validated before the first write, so bad input changes nothing.
         """
         schema = EdgeSchema.of(edge_attr.edge_type)
-        row, col, size = to_coo(edge_index, edge_attr)
+        edges = to_coo(
+            edge_index, edge_attr.edge_type, edge_attr.layout, edge_attr.size, bool(edge_attr.is_sorted)
+        )
+        row, col, size = torch.from_numpy(edges.row), torch.from_numpy(edges.col), edges.size
         meta = self._edge_meta(schema).get(schema.key)
         stored = None if meta is None else self._read_all(schema, int(meta["count"]))
         if stored is not None and _same_multiset(stored[0], stored[1], row, col):
@@ -188,7 +191,8 @@ class Neo4jGraphStore(BaseGraphStore):
                 f"(stored: {meta['layouts']})"
             )
         row, col, _ = self._read_all(schema, int(meta["count"]))
-        return from_coo(row, col, edge_attr.layout, self._layouts(meta)[edge_attr.layout.value][1])
+        size = self._layouts(meta)[edge_attr.layout.value][1]
+        return from_coo(row.numpy(), col.numpy(), edge_attr.layout, size)
 
     def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
         """Forget one layout; removing the last one deletes the edge type's relationships."""

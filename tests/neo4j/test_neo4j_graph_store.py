@@ -9,6 +9,7 @@ import torch
 from graph_store_contract import GraphStoreContract, random_coo
 from neo4j import GraphDatabase
 
+from gnnstore.proto.errors import InvalidRequestError
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
 pytestmark = pytest.mark.neo4j
@@ -84,6 +85,8 @@ def test_store_pickles_without_its_driver(store: Neo4jGraphStore) -> None:
     clone.close()
 
 
-def test_short_csr_pointer_is_padded_to_the_size(store: Neo4jGraphStore) -> None:
-    store.put_edge_index((torch.tensor([0, 1, 2]), torch.tensor([1, 2])), None, "csr", size=(4, 4))
-    assert torch.equal(store.get_edge_index(None, "csr")[0], torch.tensor([0, 1, 2, 2, 2]))
+def test_short_csr_pointer_is_refused(store: Neo4jGraphStore) -> None:
+    """Both graph stores share one validator: rowptr must have num_src + 1 entries."""
+    with pytest.raises(InvalidRequestError, match="rowptr has 3 entries"):
+        store.put_edge_index((torch.tensor([0, 1, 2]), torch.tensor([1, 2])), None, "csr", size=(4, 4))
+    assert store.get_all_edge_attrs() == []
