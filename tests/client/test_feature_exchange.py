@@ -1,0 +1,98 @@
+"""The sampler-to-feature-store seam: delivered rows, a plugged-in cache, and only misses travelling."""
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data, TensorAttr
+from torch_geometric.loader import NodeLoader
+from torch_geometric.sampler import SamplerOutput
+
+from gnnstore.client import FeatureExchange, RemoteFeatureStore, RemoteNeighborSampler, connect
+from gnnstore.client.feature_cache import FeatureCache
+from gnnstore.proto.sample_codec import NodeRows
+from served import ServerProcess
+
+
+class WarmRows:
+    """A cache already holding every row of ids ``0 .. known-1``; says so through ``known_ids``."""
+
+    def __init__(self, graph: Data, known: int) -> None:
+        self.rows = {"x": graph.x, "y": graph.y, "train_mask": graph.train_mask,
+                     "val_mask": graph.val_mask, "test_mask": graph.test_mask}
+        self.known = known
+        self.fetched: list[Tensor] = []
+
+    def known_ids(self, group_name: object) -> Tensor:
+        return torch.arange(self.known)
+
+    def read(self, group_name: object, attr_name: str, ids: Tensor,
+             fetch_missing: Callable[[Tensor], Tensor]) -> Tensor:
+        out = self.rows[attr_name][ids].clone()
+        missing = torch.unique(ids[ids >= self.known])
+        if missing.numel():
+            self.fetched.append(missing)
+            rows = fetch_missing(missing)
+            out[ids >= self.known] = rows[torch.searchsorted(missing, ids[ids >= self.known])]
+        return out
+
+
+def _loader(fs: RemoteFeatureStore, gs: object, seeds: Tensor) -> NodeLoader:
+    sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs)
+    return NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=40, shuffle=True)
+
+
+def test_a_real_feature_cache_in_the_seam_keeps_batches_exact(homo_server: ServerProcess, homo_graph: Data) -> None:
+    fs, gs = connect(homo_server.address)
+    cache = FeatureCache(1 << 20, fs.schema(), policy="lru")
+    fs.exchange.cache = cache
+    loader = _loader(fs, gs, torch.arange(120))
+    for _ in range(2):
+        cache.start_epoch()
+        for batch in loader:
+            assert torch.equal(batch.x, homo_graph.x[batch.n_id])
+            assert torch.equal(batch.y, homo_graph.y[batch.n_id])
+    assert cache.stats().hits > 0  # the second epoch reads rows it kept from the first
+
+
+def test_only_missing_rows_travel_when_the_cache_names_its_ids(homo_server: ServerProcess, homo_graph: Data) -> None:
+    fs, gs = connect(homo_server.address)
+    cache = WarmRows(homo_graph, known=200)
+    fs.exchange.cache = cache
+    delivered: list[Tensor] = []
+    deliver = fs.exchange.deliver
+    fs.exchange.deliver = lambda out, rows: (delivered.extend(r.ids for r in rows), deliver(out, rows))[1]
+    for batch in _loader(fs, gs, torch.arange(0, 400, 5)):
+        assert torch.equal(batch.x, homo_graph.x[batch.n_id])
+    sent = torch.cat(delivered)
+    assert sent.numel() > 0 and int(sent.min()) >= 200  # no row the cache holds was sent
+    assert all(int(m.min()) >= 200 for m in cache.fetched)
+
+
+def test_an_unmatched_request_falls_back_to_one_multiget(homo_server: ServerProcess, homo_graph: Data) -> None:
+    fs, _ = connect(homo_server.address)
+    index = torch.tensor([9, 1, 9])
+    x, y = fs.multi_get_tensor([(None, "x", index), (None, "y", index)])  # no sample was delivered
+    assert torch.equal(x, homo_graph.x[index]) and torch.equal(y, homo_graph.y[index])
+
+
+def test_delivered_rows_answer_once_and_never_cross_a_pickle() -> None:
+    exchange = FeatureExchange()
+    n_id = torch.tensor([4, 2, 4])
+    rows = torch.tensor([[20.0], [40.0]])  # rows of the distinct ids 2 and 4, ascending
+    exchange.deliver(SamplerOutput(node=n_id, row=n_id[:0], col=n_id[:0]),
+                     [NodeRows(None, torch.tensor([2, 4]), {"x": rows})])
+    clone = pickle.loads(pickle.dumps(exchange))
+    fetched: list[list[TensorAttr]] = []
+
+    def fetch(attrs: list[TensorAttr]) -> list[Tensor]:
+        fetched.append(attrs)
+        return [torch.zeros(a.index.numel(), 1) for a in attrs]
+
+    (x,) = exchange.take([TensorAttr(None, "x", n_id)], fetch)
+    assert torch.equal(x, torch.tensor([[40.0], [20.0], [40.0]])) and not fetched
+    exchange.take([TensorAttr(None, "x", n_id)], fetch)  # taken once: now a fetch
+    clone.take([TensorAttr(None, "x", n_id)], fetch)  # the pickle carried no pending rows
+    assert len(fetched) == 2
