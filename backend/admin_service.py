@@ -8,16 +8,16 @@ from gnnstore import __version__
 from gnnstore.backend.error_translation import translate_errors
 from gnnstore.backend.feature_service import schema_to_proto
 from gnnstore.backend.metrics import Metrics
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.served_data import GraphSummary
 from gnnstore.proto import admin_pb2, admin_pb2_grpc
 from gnnstore.proto.codec import edge_type_to_proto, node_type_to_proto
 
 
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
-    """AdminService over the served snapshot, feature store and metrics.
+    """AdminService over the served graph's summary, feature store and metrics.
 
     Args:
-        snapshot: the topology snapshot the engine samples from.
+        summary: node and edge counts and the version sampling reads.
         feature_store: the feature store (for its schema).
         metrics: the counters the metrics interceptor fills.
         graph_backend: ``"kuzu"`` or ``"neo4j"``.
@@ -26,14 +26,14 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
 
     def __init__(
         self,
-        snapshot: TopologySnapshot,
+        summary: GraphSummary,
         feature_store: FeatureStore,
         metrics: Metrics,
         *,
         graph_backend: str,
         max_message_bytes: int,
     ) -> None:
-        self._snapshot = snapshot
+        self._summary = summary
         self._features = feature_store
         self._metrics = metrics
         self._graph_backend = graph_backend
@@ -42,25 +42,25 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     def Info(
         self, request: admin_pb2.InfoRequest, context: grpc.ServicerContext
     ) -> admin_pb2.InfoResponse:
-        """Node types, edge types, counts, feature schema and snapshot version."""
+        """Node types, edge types, counts, feature schema and the graph version sampling reads."""
         with translate_errors(context, "AdminService.Info"):
-            snapshot = self._snapshot
+            summary = self._summary
             reply = admin_pb2.InfoResponse(
                 server_version=__version__,
                 graph_backend=self._graph_backend,
                 features=schema_to_proto(self._features),
-                snapshot_version=snapshot.version,
+                snapshot_version=summary.version,
                 max_message_bytes=self._max_message_bytes,
             )
-            for node_type, count in snapshot.num_nodes.items():
+            for node_type, count in summary.num_nodes.items():
                 reply.node_types.add(node_type=node_type_to_proto(node_type), num_nodes=count)
-            for edge_type, topology in snapshot.edges.items():
+            for edge_type, count in summary.num_edges.items():
                 src, dst = (None, None) if edge_type is None else (edge_type[0], edge_type[-1])
                 reply.edge_types.add(
                     edge_type=edge_type_to_proto(edge_type),
-                    num_edges=topology.num_edges,
-                    num_src_nodes=snapshot.num_nodes[src],
-                    num_dst_nodes=snapshot.num_nodes[dst],
+                    num_edges=count,
+                    num_src_nodes=summary.num_nodes.get(src, 0),
+                    num_dst_nodes=summary.num_nodes.get(dst, 0),
                 )
             return reply
 

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from gnnstore.backend.error_translation import translate_errors
 from gnnstore.backend.sampling_runner import SamplingRunner
+from gnnstore.backend.served_data import UNKNOWN_EDGE_COUNT, GraphSummary
 from gnnstore.proto import graph_pb2, graph_pb2_grpc
 from gnnstore.proto.codec import describe, edge_type_from_proto, edge_type_to_proto, tensor_to_proto
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
@@ -35,13 +36,15 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     Args:
         graph_store: the graph store; its calls are serialised (database handles are not
             shared between threads).
-        runner: samples on the shared engine and gathers feature rows.
+        runner: samples and gathers feature rows.
+        summary: node and edge counts of the served graph.
     """
 
-    def __init__(self, graph_store: BaseGraphStore, runner: SamplingRunner) -> None:
+    def __init__(self, graph_store: BaseGraphStore, runner: SamplingRunner, summary: GraphSummary) -> None:
         self._graph = graph_store
         self._graph_lock = threading.Lock()
         self._runner = runner
+        self._summary = summary
 
     def ListEdgeAttrs(
         self, request: graph_pb2.ListEdgeAttrsRequest, context: grpc.ServicerContext
@@ -50,18 +53,16 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         with translate_errors(context, "GraphService.ListEdgeAttrs"):
             with self._graph_lock:
                 attrs = self._graph.get_all_edge_attrs()
-            edges = self._runner.engine.snapshot.edges
             reply = graph_pb2.ListEdgeAttrsResponse()
             for attr in attrs:
                 num_src, num_dst = attr.size
-                topology = edges.get(attr.edge_type)
                 reply.edge_attrs.add(
                     edge_type=edge_type_to_proto(attr.edge_type),
                     layout=attr.layout.value,
                     is_sorted=attr.is_sorted,
                     num_src_nodes=num_src,
                     num_dst_nodes=num_dst,
-                    num_edges=0 if topology is None else topology.num_edges,
+                    num_edges=self._summary.num_edges.get(attr.edge_type, UNKNOWN_EDGE_COUNT),
                 )
             return reply
 

@@ -1,8 +1,9 @@
 """Runs one sampling request on the shared engine: limits, PyG's sampler, and the rows to return.
 
-For each request the runner builds a ``SnapshotNeighborSampler`` from the request's options
-(cheap: the engine holds every large buffer) and runs PyG's ``node_sample`` / ``edge_sample``
-through it, so a remote batch is built exactly as an in-process one. Negatives are drawn from a
+For each request the runner builds a PyG sampler from the request's options (a
+``SnapshotNeighborSampler`` over the shared engine, cheap since the engine holds every large
+buffer; or a live Neo4j sampler) and runs PyG's ``node_sample`` / ``edge_sample`` through it, so
+a remote batch is built exactly as an in-process one. Negatives are drawn from a
 generator seeded by the request, so a request with a seed always returns the same batch and
 concurrent requests never share random state.
 """
@@ -16,6 +17,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 from torch_geometric.sampler import (
+    BaseSampler,
     EdgeSamplerInput,
     HeteroSamplerOutput,
     NegativeSampling,
@@ -24,7 +26,7 @@ from torch_geometric.sampler import (
 )
 from torch_geometric.typing import NodeType
 
-from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.backend.served_data import SamplerFactory
 from gnnstore.proto.codec import describe
 from gnnstore.proto.errors import InvalidRequestError
 from gnnstore.proto.sample_codec import NodeRows, NumNeighbors
@@ -63,15 +65,15 @@ class SamplingRunner:
     """Sampling requests over one engine, and the feature rows of what they sampled.
 
     Args:
-        engine: the shared sampling engine over the topology snapshot.
+        make_sampler: builds the PyG sampler of one request from its options.
         feature_store: where rows of sampled nodes are read (the store or a read tier).
         limits: per-request limits.
     """
 
     def __init__(
-        self, engine: SamplingEngine, feature_store: FeatureStore, limits: SamplingLimits
+        self, make_sampler: SamplerFactory, feature_store: FeatureStore, limits: SamplingLimits
     ) -> None:
-        self.engine = engine
+        self._make_sampler = make_sampler
         self._features = feature_store
         self._limits = limits
 
@@ -151,10 +153,8 @@ class SamplingRunner:
 
     def _sampler(
         self, num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None
-    ) -> SnapshotNeighborSampler:
-        return SnapshotNeighborSampler(
-            self.engine, num_neighbors, replace=replace, disjoint=disjoint, seed=seed
-        )
+    ) -> BaseSampler:
+        return self._make_sampler(num_neighbors, replace, disjoint, seed)
 
     def _check(self, num_seeds: int, what: str, num_neighbors: NumNeighbors) -> None:
         limits = self._limits

@@ -1,55 +1,85 @@
-"""Everything a server serves from one data directory: stores, topology snapshot, read tier.
+"""Everything a server serves: stores, a sampler factory over the graph, and the feature read tier.
 
-A missing or unreadable data directory stops the server here with a message that says what to
-do, before any port is bound.
+The embedded default opens ``data_dir`` (Kùzu graph, RocksDB features, id map) and samples from
+a topology snapshot. With ``graph_backend = "neo4j"`` the graph lives in Neo4j and ``data_dir``
+holds the features and the id map; sampling reads a snapshot exported from Neo4j
+(``neo4j_sampling = "snapshot"``) or queries Neo4j per batch (``"live"``). A missing or
+unreadable data directory stops the server here, before any port is bound, with a message that
+says what to do.
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from torch_geometric.sampler import BaseSampler
+from torch_geometric.typing import EdgeType, NodeType
+
 from gnnstore.backend.config import ServerConfig
 from gnnstore.backend.feature_tier import FeatureTier
+from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler
+from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
-from gnnstore.backend.topology import TopologySnapshot
-from gnnstore.proto.errors import GnnStoreError, PreconditionError
-from gnnstore.stores.data_dir import open_stores
+from gnnstore.proto.errors import GnnStoreError, InvalidRequestError, PreconditionError
+from gnnstore.proto.sample_codec import NumNeighbors
+from gnnstore.stores.data_dir import FEATURES, GRAPH, IDMAP, SNAPSHOTS, Stores, open_stores
+from gnnstore.stores.id_map import IdMap
+from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
+from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 logger = logging.getLogger(__name__)
 
-SNAPSHOTS_DIR = "snapshots"
 FEATURE_TIER_DIR = "feature_tier"
-REQUIRED = ("graph.kuzu", "features", "idmap")
+UNKNOWN_EDGE_COUNT = -1
+"""Edge count reported when live sampling has no snapshot to count from."""
+
+SamplerFactory = Callable[[NumNeighbors, bool, bool, "int | None"], BaseSampler]
+"""``(num_neighbors, replace, disjoint, seed)`` → a PyG sampler for one request."""
+
+
+@dataclass(frozen=True)
+class GraphSummary:
+    """What Info and the start-up line report about the served graph.
+
+    Attributes:
+        num_nodes: node type → count (global ids are ``0 .. count-1``).
+        num_edges: edge type → count (``UNKNOWN_EDGE_COUNT`` under live sampling).
+        version: the graph version sampling reads (the snapshot's, or the live store's).
+        sampling: ``"snapshot"`` or ``"live"``.
+    """
+
+    num_nodes: dict[NodeType | None, int]
+    num_edges: dict[EdgeType | None, int]
+    version: str
+    sampling: str
 
 
 @dataclass
 class ServedData:
-    """The open stores, the snapshot the engine samples and the feature reads' front door.
+    """The open stores, how to build a sampler per request, and the feature reads' front door.
 
     Attributes:
-        stores: what ``open_stores`` returned (feature store, graph store, id map).
-        snapshot: the topology snapshot of the graph store's current version.
+        stores: feature store, graph store and id map (``close()`` releases them).
+        summary: node and edge counts and the graph version.
+        make_sampler: builds the PyG sampler of one request from its options.
         feature_reader: reads from the memory-mapped tier, writes through to RocksDB.
     """
 
-    stores: Any
-    snapshot: TopologySnapshot
+    stores: Stores
+    summary: GraphSummary
+    make_sampler: SamplerFactory
     feature_reader: TieredFeatureStore
 
     @property
-    def feature_store(self) -> Any:
-        """The durable feature store (RocksDB)."""
-        return self.stores.feature_store
-
-    @property
     def graph_store(self) -> Any:
-        """The graph store the snapshot was built from."""
+        """The graph store (Kùzu or Neo4j)."""
         return self.stores.graph_store
 
     @property
-    def id_map(self) -> Any:
+    def id_map(self) -> IdMap:
         """The persistent key <-> id map."""
         return self.stores.id_map
 
@@ -59,24 +89,43 @@ class ServedData:
 
 
 def open_served_data(config: ServerConfig) -> ServedData:
-    """Open the stores of ``config.data_dir``, then build or reuse the snapshot and the tier.
+    """Open the stores named by ``config``, then the sampler and the feature tier.
 
     Raises:
-        PreconditionError: the directory is missing, incomplete or unreadable; the message
-            says to run ``gnnstore ingest``.
+        PreconditionError: the data directory is missing, incomplete or unreadable (the
+            message says to run ``gnnstore ingest``), or Neo4j holds no edges.
     """
+    stores = _open_stores(config)
+    try:
+        counts = _node_counts(stores)
+        if config.graph_backend == "neo4j" and config.neo4j_sampling == "live":
+            summary, make_sampler = _live(stores.graph_store, counts)
+        else:
+            summary, make_sampler = _snapshot(stores.graph_store, config, counts)
+        tier = FeatureTier(config.data_dir / FEATURE_TIER_DIR)
+        tier.refresh(stores.feature_store)
+    except BaseException:
+        stores.close()
+        raise
+    return ServedData(stores, summary, make_sampler, TieredFeatureStore(stores.feature_store, tier))
+
+
+def _open_stores(config: ServerConfig) -> Stores:
     data_dir = config.data_dir
     hint = f"create it with `gnnstore ingest <source> --data-dir {data_dir}`"
     if not data_dir.is_dir():
         raise PreconditionError(f"data directory {data_dir} does not exist; {hint}")
-    missing = [name for name in REQUIRED if not (data_dir / name).exists()]
+    required = (FEATURES, IDMAP) if config.graph_backend == "neo4j" else (GRAPH, FEATURES, IDMAP)
+    missing = [name for name in required if not (data_dir / name).exists()]
     if missing:
         raise PreconditionError(
             f"data directory {data_dir} lacks {', '.join(missing)}: it was not written by "
             f"`gnnstore ingest` or the ingest did not finish; {hint}"
         )
     try:
-        stores = open_stores(data_dir, read_only=config.read_only)
+        if config.graph_backend == "kuzu":
+            return open_stores(data_dir, read_only=config.read_only)
+        return _open_neo4j_stores(config)
     except GnnStoreError:
         raise  # the stores' own message names the part and the fix
     except Exception as exc:  # a corrupt database raises the database's own error type
@@ -84,19 +133,74 @@ def open_served_data(config: ServerConfig) -> ServedData:
             f"data directory {data_dir} cannot be opened ({type(exc).__name__}: {exc}); it may be "
             f"corrupt: {hint} into a fresh directory"
         ) from exc
+
+
+def _open_neo4j_stores(config: ServerConfig) -> Stores:
+    """RocksDB features and id map from ``data_dir``, the graph from Neo4j."""
+    auth = None if config.neo4j_password is None else (config.neo4j_user, config.neo4j_password)
+    features = RocksDBFeatureStore(config.data_dir / FEATURES, read_only=config.read_only)
     try:
-        snapshot = build_snapshot(
-            stores.graph_store, data_dir / SNAPSHOTS_DIR, num_nodes=_node_counts(stores)
-        )
-        tier = FeatureTier(data_dir / FEATURE_TIER_DIR)
-        tier.refresh(stores.feature_store)
+        id_map = IdMap(config.data_dir / IDMAP, read_only=config.read_only)
     except BaseException:
-        stores.close()
+        features.close()
         raise
-    return ServedData(stores, snapshot, TieredFeatureStore(stores.feature_store, tier))
+    graph = Neo4jGraphStore(config.neo4j_uri, auth)
+    logger.info("graph in Neo4j at %s as %s", config.neo4j_uri, config.neo4j_user)
+    return Stores(features, graph, id_map)
 
 
-def _node_counts(stores: Any) -> dict[Any, int]:
+def _snapshot(
+    graph_store: Any, config: ServerConfig, counts: dict[NodeType | None, int]
+) -> tuple[GraphSummary, SamplerFactory]:
+    """Sampling from a memory-mapped snapshot of the graph store's current version."""
+    snapshot = build_snapshot(graph_store, config.data_dir / SNAPSHOTS, num_nodes=counts)
+    engine = SamplingEngine(snapshot)
+
+    def make_sampler(
+        num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None
+    ) -> BaseSampler:
+        return SnapshotNeighborSampler(engine, num_neighbors, replace=replace, disjoint=disjoint, seed=seed)
+
+    summary = GraphSummary(
+        dict(snapshot.num_nodes),
+        {et: topology.num_edges for et, topology in snapshot.edges.items()},
+        snapshot.version,
+        "snapshot",
+    )
+    return summary, make_sampler
+
+
+def _live(
+    graph_store: Neo4jGraphStore, counts: dict[NodeType | None, int]
+) -> tuple[GraphSummary, SamplerFactory]:
+    """Sampling inside Neo4j, one query per hop and edge type: every batch sees the graph now."""
+    edge_types: list[EdgeType | None] = []
+    for attr in graph_store.get_all_edge_attrs():
+        src, dst = (None, None) if attr.edge_type is None else (attr.edge_type[0], attr.edge_type[-1])
+        counts[src] = max(counts.get(src, 0), int(attr.size[0]))
+        counts[dst] = max(counts.get(dst, 0), int(attr.size[1]))
+        if attr.edge_type not in edge_types:
+            edge_types.append(attr.edge_type)
+    if not edge_types:
+        raise PreconditionError("Neo4j holds no edges to sample; run `gnnstore ingest` first")
+
+    def make_sampler(
+        num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None
+    ) -> BaseSampler:
+        if replace or disjoint:
+            raise InvalidRequestError(
+                "live Neo4j sampling is without replacement and not disjoint; serve with "
+                "neo4j_sampling = 'snapshot' for replace or disjoint"
+            )
+        return Neo4jLiveSampler(graph_store, num_neighbors)
+
+    summary = GraphSummary(
+        counts, {et: UNKNOWN_EDGE_COUNT for et in edge_types}, str(graph_store.version()), "live"
+    )
+    return summary, make_sampler
+
+
+def _node_counts(stores: Stores) -> dict[NodeType | None, int]:
     """Node count per node type from the id map and the feature rows (types may lack edges)."""
     counts = {nt: stores.id_map.num_nodes(nt) for nt in stores.id_map.node_types()}
     for schema in stores.feature_store.tensor_schema():

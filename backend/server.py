@@ -1,4 +1,4 @@
-"""The gnnstore gRPC server: opens the stores, builds the sampling snapshot and serves four services.
+"""The gnnstore gRPC server: opens the stores, prepares sampling and serves four services plus health.
 
 ``GnnStoreServer(config).start()`` returns the bound address; ``serve(config, announce)`` also
 waits for SIGTERM/SIGINT and stops gracefully (in-flight calls get ``shutdown_grace_s`` to
@@ -22,7 +22,6 @@ from gnnstore.backend.feature_service import FeatureServicer
 from gnnstore.backend.graph_service import GraphServicer
 from gnnstore.backend.idmap_service import IdMapServicer
 from gnnstore.backend.metrics import Metrics, MetricsInterceptor
-from gnnstore.backend.sampling_engine import SamplingEngine
 from gnnstore.backend.sampling_runner import SamplingLimits, SamplingRunner
 from gnnstore.backend.served_data import ServedData, open_served_data
 from gnnstore.proto import admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
@@ -77,19 +76,19 @@ class GnnStoreServer:
         return self.address
 
     def startup_line(self) -> str:
-        """One line: the bound address, the backend, the snapshot and the schema."""
+        """One line: the bound address, the backend, the graph version, counts and feature schema."""
         data = self.data
-        snapshot = data.snapshot
-        nodes = ", ".join(_label(nt, n) for nt, n in snapshot.num_nodes.items())
-        edges = ", ".join(_label(et, t.num_edges) for et, t in snapshot.edges.items())
+        summary = data.summary
+        nodes = ", ".join(_label(nt, n) for nt, n in summary.num_nodes.items())
+        edges = ", ".join(_label(et, n) for et, n in summary.num_edges.items())
         features = ", ".join(
             f"{'' if s.group_name is None else f'{s.group_name}.'}{s.attr_name}:"
             f"{str(s.dtype).removeprefix('torch.')}{list(s.shape)}"
-            for s in data.feature_store.tensor_schema()
+            for s in data.feature_reader.tensor_schema()
         )
         return (
             f"gnnstore serving on {self.address} | {self.config.graph_backend} "
-            f"{self.config.data_dir} | snapshot {snapshot.version} | nodes: {nodes} | "
+            f"{self.config.data_dir} | {summary.sampling} {summary.version} | nodes: {nodes} | "
             f"edges: {edges} | features: {features}"
         )
 
@@ -127,17 +126,17 @@ class GnnStoreServer:
             maximum_concurrent_rpcs=config.max_concurrent_rpcs,
         )
         limits = SamplingLimits(config.max_seeds, config.max_hops, config.max_fanout)
-        runner = SamplingRunner(SamplingEngine(data.snapshot), data.feature_reader, limits)
+        runner = SamplingRunner(data.make_sampler, data.feature_reader, limits)
         feature_pb2_grpc.add_FeatureServiceServicer_to_server(
             FeatureServicer(data.feature_reader, config.max_message_bytes), server
         )
         graph_pb2_grpc.add_GraphServiceServicer_to_server(
-            GraphServicer(data.graph_store, runner), server
+            GraphServicer(data.graph_store, runner, data.summary), server
         )
         idmap_pb2_grpc.add_IdMapServiceServicer_to_server(IdMapServicer(data.id_map), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminServicer(
-                data.snapshot,
+                data.summary,
                 data.feature_reader,
                 self.metrics,
                 graph_backend=config.graph_backend,
