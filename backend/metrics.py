@@ -59,7 +59,9 @@ class Metrics:
         """A consistent copy of every method's counters."""
         with self._lock:
             return {
-                name: MethodRecord(r.requests, r.errors, r.bytes_received, r.bytes_sent, deque(r.latencies_s))
+                name: MethodRecord(
+                    r.requests, r.errors, r.bytes_received, r.bytes_sent, deque(r.latencies_s)
+                )
                 for name, r in self._methods.items()
             }
 

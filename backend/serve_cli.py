@@ -22,7 +22,8 @@ _DEFAULTS = ServerConfig()
 @click.option("--graph-backend", type=click.Choice(GRAPH_BACKENDS),
               help=f"Where the graph lives.  [default: {_DEFAULTS.graph_backend}]")
 @click.option("--neo4j-uri", help=f"Bolt URI of Neo4j.  [default: {_DEFAULTS.neo4j_uri}]")
-@click.option("--neo4j-user", help=f"Neo4j user (password: $GNNSTORE_NEO4J_PASSWORD).  [default: {_DEFAULTS.neo4j_user}]")
+@click.option("--neo4j-user",
+              help=f"Neo4j user (password: $GNNSTORE_NEO4J_PASSWORD).  [default: {_DEFAULTS.neo4j_user}]")
 @click.option("--neo4j-sampling", type=click.Choice(NEO4J_SAMPLING_MODES),
               help=f"Sample Neo4j from a snapshot or live.  [default: {_DEFAULTS.neo4j_sampling}]")
 @click.option("--read-only/--read-write", default=None,

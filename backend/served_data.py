@@ -159,7 +159,9 @@ def _snapshot(
     def make_sampler(
         num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None
     ) -> BaseSampler:
-        return SnapshotNeighborSampler(engine, num_neighbors, replace=replace, disjoint=disjoint, seed=seed)
+        return SnapshotNeighborSampler(
+            engine, num_neighbors, replace=replace, disjoint=disjoint, seed=seed
+        )
 
     summary = GraphSummary(
         dict(snapshot.num_nodes),

@@ -180,7 +180,8 @@ def serve(config: ServerConfig, announce: Callable[[str], None]) -> None:
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
-        logger.info("received %s; stopping (grace %.1f s)", signal.Signals(signum).name, config.shutdown_grace_s)
+        name = signal.Signals(signum).name
+        logger.info("received %s; stopping (grace %.1f s)", name, config.shutdown_grace_s)
         stopping.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -82,7 +82,9 @@ class ServerProcess:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                logger.warning("server process %d ignored SIGTERM for %.0f s; killing it", self.proc.pid, timeout)
+                logger.warning(
+                    "server process %d ignored SIGTERM for %.0f s; killing it", self.proc.pid, timeout
+                )
                 self.proc.kill()
                 self.proc.wait()
         self.proc.stdout.close()

@@ -9,7 +9,12 @@ from torch_geometric.typing import EdgeType, NodeType
 from gnnstore.client.channel import Connection
 from gnnstore.client.remote_feature_store import AttrSchema
 from gnnstore.proto import admin_pb2
-from gnnstore.proto.codec import attr_key_from_proto, dtype_from_name, edge_type_from_proto, node_type_from_proto
+from gnnstore.proto.codec import (
+    attr_key_from_proto,
+    dtype_from_name,
+    edge_type_from_proto,
+    node_type_from_proto,
+)
 from gnnstore.proto.errors import ServerUnavailableError
 
 
