@@ -31,6 +31,7 @@ def generate_graph(
     homophily: float = 0.8,
     train_ratio: float = 0.6,
     val_ratio: float = 0.2,
+    out_degree_exponent: float = OUT_DEGREE_EXPONENT,
 ) -> Data:
     """A directed power-law graph with planted classes and class-correlated features.
 
@@ -44,6 +45,10 @@ def generate_graph(
         homophily: probability that an edge stays inside its source's class (default 0.8).
         train_ratio: share of nodes in ``train_mask`` (default 0.6).
         val_ratio: share of nodes in ``val_mask`` (default 0.2); the rest is ``test_mask``.
+        out_degree_exponent: power-law exponent of the out-degree weights (> 1; default 3.0,
+            mildly skewed). Lower is more skewed: near 2 a few hubs are the source of most
+            edges, as in web and social graphs, so the nodes neighbour sampling reaches
+            concentrate on them (what a degree-based feature cache relies on).
 
     Returns:
         ``Data(x, y, edge_index, train_mask, val_mask, test_mask)`` with ``num_nodes`` set.
@@ -58,9 +63,13 @@ def generate_graph(
         raise InvalidRequestError(
             f"train_ratio + val_ratio must be within [0, 1], got {train_ratio} + {val_ratio}"
         )
+    if not out_degree_exponent > 1.0:
+        raise InvalidRequestError(f"out_degree_exponent must be > 1, got {out_degree_exponent}")
     rng = np.random.default_rng(seed)
     y = _class_labels(rng, num_nodes, num_classes)
-    src, dst = _planted_edges(rng, y, num_classes, round(num_nodes * avg_degree), homophily)
+    src, dst = _planted_edges(
+        rng, y, num_classes, round(num_nodes * avg_degree), homophily, out_degree_exponent
+    )
     x = _class_features(rng, y, num_classes, num_features)
     train_mask, val_mask, test_mask = _split_masks(rng, num_nodes, train_ratio, val_ratio)
     return Data(
@@ -147,7 +156,12 @@ def _class_labels(rng: np.random.Generator, num_nodes: int, num_classes: int) ->
 
 
 def _planted_edges(
-    rng: np.random.Generator, y: np.ndarray, num_classes: int, num_edges: int, homophily: float
+    rng: np.random.Generator,
+    y: np.ndarray,
+    num_classes: int,
+    num_edges: int,
+    homophily: float,
+    out_degree_exponent: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Chung-Lu edges biased into the source's class: ``(src, dst)`` int64 arrays.
 
@@ -158,7 +172,7 @@ def _planted_edges(
     num_nodes = len(y)
     by_class = np.argsort(y, kind="stable")
     bounds = np.searchsorted(y[by_class], np.arange(num_classes + 1))
-    out_weight = _pareto_weights(rng, num_nodes, OUT_DEGREE_EXPONENT)
+    out_weight = _pareto_weights(rng, num_nodes, out_degree_exponent)
     out_count = rng.multinomial(num_edges, _normalised(out_weight))
     src = np.repeat(by_class, out_count[by_class])
     in_weight = _pareto_weights(rng, num_nodes, IN_DEGREE_EXPONENT)

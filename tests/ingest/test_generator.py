@@ -81,3 +81,20 @@ def test_hetero_graph_has_three_node_types_and_parallel_relations():
 def test_bad_sizes_are_rejected(args, fragment):
     with pytest.raises(InvalidRequestError, match=fragment):
         generate_graph(*args)
+
+
+def test_a_lower_out_degree_exponent_concentrates_edges_on_fewer_sources():
+    def top_share(exponent: float) -> float:
+        g = generate_graph(5000, 10, 4, 2, seed=3, out_degree_exponent=exponent)
+        out_degree = torch.bincount(g.edge_index[0], minlength=5000)
+        return float(out_degree.sort(descending=True).values[:1000].sum()) / g.num_edges
+
+    default = generate_graph(5000, 10, 4, 2, seed=3)
+    assert torch.equal(default.edge_index, generate_graph(5000, 10, 4, 2, seed=3, out_degree_exponent=3.0).edge_index)
+    assert top_share(2.0) > top_share(3.0) + 0.15  # the top 20% of sources own far more edges
+
+
+@pytest.mark.parametrize("exponent", [1.0, 0.5, -2.0])
+def test_an_out_degree_exponent_of_one_or_less_is_refused(exponent):
+    with pytest.raises(InvalidRequestError, match="out_degree_exponent must be > 1"):
+        generate_graph(100, 2, 4, 2, out_degree_exponent=exponent)
