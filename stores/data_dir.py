@@ -1,4 +1,8 @@
-"""Opens the three embedded stores of a data directory: graph.kuzu, features/ and idmap/."""
+"""Opens the stores of a data directory: graph.kuzu, features/ and idmap/.
+
+With the graph kept elsewhere (Neo4j), the directory holds only features/ and idmap/ and the
+caller hands in the graph store; this module stays the one place that knows the layout.
+"""
 from __future__ import annotations
 
 import logging
@@ -7,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gnnstore.proto.errors import PreconditionError
+from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.id_map import IdMap
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
@@ -25,7 +30,7 @@ class Stores:
     """The stores of one data directory; ``close()`` (or ``with``) releases all three."""
 
     feature_store: RocksDBFeatureStore
-    graph_store: KuzuGraphStore
+    graph_store: BaseGraphStore
     id_map: IdMap
 
     def close(self) -> None:
@@ -41,10 +46,23 @@ class Stores:
         self.close()
 
 
-def open_stores(data_dir: str | os.PathLike, *, read_only: bool = False) -> Stores:
+def open_stores(
+    data_dir: str | os.PathLike,
+    *,
+    read_only: bool = False,
+    graph_store: BaseGraphStore | None = None,
+) -> Stores:
     """Open ``data_dir``'s graph store, feature store and id map.
 
     A writer creates a missing or empty directory with empty stores.
+
+    Args:
+        data_dir: the data directory.
+        read_only: open every store without the write lock.
+        graph_store: a graph store kept outside the directory (e.g. a ``Neo4jGraphStore``);
+            then ``data_dir`` holds only the features and the id map (a ``graph.kuzu`` there
+            is ignored). The returned ``Stores`` owns it: it is closed with the others, and
+            when opening them fails.
 
     Raises:
         PreconditionError: the directory is missing (read-only), is not a directory, holds
@@ -52,26 +70,39 @@ def open_stores(data_dir: str | os.PathLike, *, read_only: bool = False) -> Stor
             another writer); the message names the part and how to rebuild it.
     """
     root = Path(data_dir)
+    parts = (FEATURES, IDMAP) if graph_store is not None else (GRAPH, FEATURES, IDMAP)
+    owned: list = [] if graph_store is None else [graph_store]
+    try:
+        _check_parts(root, parts, read_only)
+        try:
+            features = RocksDBFeatureStore(root / FEATURES, read_only=read_only)
+            owned.append(features)
+            graph = graph_store
+            if graph is None:
+                graph = KuzuGraphStore(root / GRAPH, read_only=read_only)
+                owned.append(graph)
+            id_map = IdMap(root / IDMAP, read_only=read_only)
+        except PreconditionError as exc:
+            raise PreconditionError(f"data directory {root}: {exc}; {_INGEST_HINT}") from exc
+    except BaseException:
+        for store in owned:
+            store.close()
+        raise
+    return Stores(features, graph, id_map)
+
+
+def _check_parts(root: Path, parts: tuple[str, ...], read_only: bool) -> None:
+    """Create a missing or empty directory for a writer; refuse one that lacks some ``parts``."""
     if root.exists() and not root.is_dir():
         raise PreconditionError(f"data directory {root} is a file, not a directory")
-    present = _present_parts(root)
-    if not present and not read_only and (not root.exists() or _is_empty(root)):
+    present = [part for part in _present_parts(root) if part in parts]
+    if not present and not read_only and (not root.exists() or _is_empty(root, parts)):
         root.mkdir(parents=True, exist_ok=True)
         logger.info("creating data directory %s", root)
-    elif len(present) < 3:
-        missing = sorted({GRAPH, FEATURES, IDMAP} - set(present))
+    elif len(present) < len(parts):
+        missing = sorted(set(parts) - set(present))
         state = "does not exist" if not root.exists() else f"is missing {', '.join(missing)}"
         raise PreconditionError(f"data directory {root} {state}; {_INGEST_HINT}")
-    opened: list = []
-    try:
-        opened.append(RocksDBFeatureStore(root / FEATURES, read_only=read_only))
-        opened.append(KuzuGraphStore(root / GRAPH, read_only=read_only))
-        opened.append(IdMap(root / IDMAP, read_only=read_only))
-    except PreconditionError as exc:
-        for store in opened:
-            store.close()
-        raise PreconditionError(f"data directory {root}: {exc}; {_INGEST_HINT}") from exc
-    return Stores(*opened)
 
 
 def _present_parts(root: Path) -> list[str]:
@@ -89,5 +120,7 @@ def _present_parts(root: Path) -> list[str]:
     return parts
 
 
-def _is_empty(root: Path) -> bool:
-    return all(entry.name == SNAPSHOTS for entry in root.iterdir())
+def _is_empty(root: Path, parts: tuple[str, ...]) -> bool:
+    """No entry but snapshots and, with the graph elsewhere, a left-over ``graph.kuzu``."""
+    ignored = {SNAPSHOTS, *({GRAPH} - set(parts))}
+    return all(entry.name in ignored for entry in root.iterdir())

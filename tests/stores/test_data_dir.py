@@ -1,13 +1,14 @@
 """open_stores: the data directory layout, creation, reopening and what it refuses."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
 from gnnstore.proto.errors import PreconditionError
-from gnnstore.stores import open_stores
+from gnnstore.stores import KuzuGraphStore, open_stores
 
 
 def test_writer_creates_then_reader_reopens(tmp_path: Path) -> None:
@@ -64,3 +65,28 @@ def test_second_writer_is_refused(tmp_path: Path) -> None:
     with open_stores(tmp_path / "data"):
         with pytest.raises(PreconditionError, match="cannot open"):
             open_stores(tmp_path / "data")
+
+
+def test_graph_store_kept_elsewhere(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    edges = (torch.tensor([0, 1]), torch.tensor([1, 0]))
+    with open_stores(data_dir, graph_store=KuzuGraphStore(tmp_path / "elsewhere.kuzu")) as stores:
+        stores.graph_store.put_edge_index(edges, None, "coo", size=(2, 2))
+        stores.id_map.map_keys(None, ["a", "b"])
+    assert sorted(p.name for p in data_dir.iterdir()) == ["features", "idmap"]
+    graph = KuzuGraphStore(tmp_path / "elsewhere.kuzu", read_only=True)
+    with open_stores(data_dir, read_only=True, graph_store=graph) as stores:
+        assert stores.graph_store is graph
+        assert stores.id_map.to_ids(None, ["b"]).tolist() == [1]
+        assert torch.equal(torch.stack(stores.graph_store.get_edge_index(None, "coo")), torch.stack(edges))
+
+
+def test_graph_store_kept_elsewhere_is_closed_when_the_directory_is_refused(tmp_path: Path) -> None:
+    with open_stores(tmp_path / "data", graph_store=KuzuGraphStore(tmp_path / "g.kuzu")):
+        pass
+    (tmp_path / "data" / "graph.kuzu").write_bytes(b"ignored: the graph lives elsewhere")
+    shutil.rmtree(tmp_path / "data" / "idmap")
+    graph = KuzuGraphStore(tmp_path / "g.kuzu")
+    with pytest.raises(PreconditionError, match=r"data directory .*data is missing idmap; run"):
+        open_stores(tmp_path / "data", graph_store=graph)
+    assert graph._conn is None  # closed: the refused Stores owned it
