@@ -1,12 +1,19 @@
 """PyG GraphStore over a Neo4j 5 server through the official Bolt driver.
 
 Each edge type is a relationship pattern (``stores/neo4j_schema.py``); its relationships carry
-a dense ``eid`` (the position in the edge list as put) and its nodes a dense ``id`` under a
-uniqueness constraint. Which layouts were put, ``is_sorted`` and the edge count live on one
-metadata node per edge type, written last, so an edge type whose write did not finish is
-absent. A counter on a graph metadata node is the store's version. Writes run in batches of
-``batch_size`` rows of parameterised ``UNWIND`` Cypher; Cypher text only ever holds checked,
-quoted names.
+a dense ``eid`` (the position in the edge list as put) and a generation ``gen``, its nodes a
+dense ``id`` under a uniqueness constraint. Which layouts were put, ``is_sorted``, the edge
+count and the current generation live on one metadata node per edge type; reads see only the
+relationships of the current generation. Writes run in batches of ``batch_size`` rows of
+parameterised ``UNWIND`` Cypher; Cypher text only ever holds checked, quoted names.
+
+Failure model. A put that replaces an edge type writes the new relationships under a fresh
+generation, then switches the metadata (and the store's version, a counter on one graph node)
+to it in one transaction, then deletes the other generations. Until the switch readers see the
+previous edges; a put that fails or is killed before it leaves them readable, and its partial
+relationships are invisible (deleted on failure, or after a kill by the next put that replaces
+that edge type). Nodes are created in batches that each record the new node count in the same
+transaction, so a re-run after a kill continues where it stopped.
 """
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ import numpy as np
 import torch
 from neo4j import Driver, GraphDatabase, NotificationMinimumSeverity, RoutingControl
 from torch import Tensor
+from tqdm import tqdm
 from torch_geometric.data import EdgeAttr, EdgeLayout
 from torch_geometric.typing import EdgeTensorType, EdgeType
 
@@ -51,6 +59,7 @@ class Neo4jGraphStore(BaseGraphStore):
             the object when pickled into loader workers.
         database: the database name (default: the server's default database).
         batch_size: rows per ``UNWIND`` batch on writes and per page on reads.
+        progress: show a tqdm bar (stderr) while a put writes its relationships.
     """
 
     def __init__(
@@ -60,9 +69,11 @@ class Neo4jGraphStore(BaseGraphStore):
         *,
         database: str | None = None,
         batch_size: int = DEFAULT_BATCH_ROWS,
+        progress: bool = False,
     ) -> None:
         super().__init__()
         self.uri, self.auth, self.database, self.batch_size = uri, auth, database, batch_size
+        self.progress = progress
         self._driver: Driver | None = None  # opened lazily, once per process
         self._pid = 0
         self._schema_made: set[str] = set()  # schema statements this object already ran
@@ -99,10 +110,10 @@ class Neo4jGraphStore(BaseGraphStore):
     def _write(self, query: str, **params: Any) -> list[Any]:
         return self.driver.execute_query(query, params, database_=self.database).records
 
-    def _write_in_transactions(self, query: str) -> None:
+    def _write_in_transactions(self, query: str, **params: Any) -> None:
         """Run a ``CALL {...} IN TRANSACTIONS`` query (it needs an implicit transaction)."""
         with self.driver.session(database=self.database) as session:
-            session.run(query).consume()
+            session.run(query, params).consume()
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -113,11 +124,13 @@ class Neo4jGraphStore(BaseGraphStore):
             return "neo4j-empty"
         return f"neo4j-{records[0]['uuid']}-{records[0]['v']}"
 
-    def _bump_version(self) -> None:
-        self._write(
+    def _new_generation(self) -> int:
+        """A generation number no put of this store has used (a counter on the graph node)."""
+        records = self._write(
             f"MERGE (g:{quote(GRAPH_LABEL)}) ON CREATE SET g.uuid = randomUUID(), g.version = 0 "
-            "SET g.version = g.version + 1"
+            "SET g.generations = coalesce(g.generations, 0) + 1 RETURN g.generations AS gen"
         )
+        return int(records[0]["gen"])
 
     def _edge_meta(self, schema: EdgeSchema | None = None) -> dict[str, dict[str, Any]]:
         """Metadata per edge-type key (all, or only ``schema``'s)."""
@@ -125,7 +138,7 @@ class Neo4jGraphStore(BaseGraphStore):
         records = self._read(
             f"MATCH (t:{quote(EDGE_TYPE_LABEL)}) {where} "
             "RETURN t.key AS key, t.layouts AS layouts, t.sorted AS sorted, t.sizes AS sizes, "
-            "t.count AS count",
+            "t.count AS count, t.gen AS gen",
             key=None if schema is None else schema.key,
         )
         return {r["key"]: dict(r) for r in records}
@@ -161,20 +174,22 @@ class Neo4jGraphStore(BaseGraphStore):
         )
         row, col, size = torch.from_numpy(edges.row), torch.from_numpy(edges.col), edges.size
         meta = self._edge_meta(schema).get(schema.key)
-        stored = None if meta is None else self._read_all(schema, int(meta["count"]))
+        stored = None if meta is None else self._read_all(schema, meta)
+        gen = None if meta is None else meta["gen"]
+        self._ensure_nodes(schema.src, size[0])
+        self._ensure_nodes(schema.dst, size[1])
         if stored is not None and _same_multiset(stored[0], stored[1], row, col):
             layouts = self._layouts(meta)
             in_order = torch.equal(stored[0], row) and torch.equal(stored[1], col)
             if edge_attr.layout == EdgeLayout.COO and not in_order:
-                self._replace_edges(schema, row, col, size)  # the COO's order is the edge-id order
+                gen = self._write_edges(schema, row, col)  # the COO's order is the edge-id order
         else:
             layouts = {}
-            self._replace_edges(schema, row, col, size)
+            gen = self._write_edges(schema, row, col)
         layouts[edge_attr.layout.value] = (bool(edge_attr.is_sorted), size)
-        self._ensure_nodes(schema.src, size[0])
-        self._ensure_nodes(schema.dst, size[1])
-        self._write_meta(schema, layouts, len(row))
-        self._bump_version()
+        self._commit(schema, layouts, len(row), gen)
+        if meta is None or gen != meta["gen"]:
+            self._delete_edges(schema, keep=gen)  # the previous generation, and any left by a kill
         return True
 
     def _get_edge_index(self, edge_attr: EdgeAttr) -> EdgeTensorType:
@@ -190,7 +205,7 @@ class Neo4jGraphStore(BaseGraphStore):
                 f"edge type {schema.edge_type!r} has no {edge_attr.layout.value!r} layout "
                 f"(stored: {meta['layouts']})"
             )
-        row, col, _ = self._read_all(schema, int(meta["count"]))
+        row, col, _ = self._read_all(schema, meta)
         size = self._layouts(meta)[edge_attr.layout.value][1]
         return from_coo(row.numpy(), col.numpy(), edge_attr.layout, size)
 
@@ -203,11 +218,10 @@ class Neo4jGraphStore(BaseGraphStore):
         layouts = self._layouts(meta)
         del layouts[edge_attr.layout.value]
         if layouts:
-            self._write_meta(schema, layouts, int(meta["count"]))
+            self._commit(schema, layouts, int(meta["count"]), meta["gen"])
         else:
-            self._write(f"MATCH (t:{quote(EDGE_TYPE_LABEL)} {{key: $key}}) DELETE t", key=schema.key)
+            self._commit(schema, {}, 0, None)
             self._delete_edges(schema)
-        self._bump_version()
         return True
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
@@ -231,10 +245,11 @@ class Neo4jGraphStore(BaseGraphStore):
             NotFoundError: no edges of ``edge_type`` are stored.
         """
         schema = EdgeSchema.of(edge_type)
-        count = int(self._stored(schema)["count"])
+        meta = self._stored(schema)
+        count = int(meta["count"])
         for lo in range(0, count, chunk_size):
             hi = min(lo + chunk_size, count)
-            row, col = self._read_page(schema, lo, hi)
+            row, col = self._read_page(schema, meta["gen"], lo, hi)
             yield row, col, torch.arange(lo, hi)
 
     def sample_in_neighbors(
@@ -247,11 +262,13 @@ class Neo4jGraphStore(BaseGraphStore):
         """
         schema = EdgeSchema.of(edge_type)
         pick = "ORDER BY rand() LIMIT $k" if k >= 0 else ""
-        records = self._read(
+        records = self._read(  # the current generation, read in the same transaction
+            f"MATCH (t:{quote(EDGE_TYPE_LABEL)} {{key: $key}}) "
             f"UNWIND $ids AS id MATCH (b:{quote(schema.dst)} {{id: id}}) "
-            f"CALL (b) {{ MATCH (a:{quote(schema.src)})-[r:{quote(schema.rel)}]->(b) "
-            f"RETURN a.id AS nbr, r.eid AS eid {pick} }} "
+            f"CALL (b, t) {{ MATCH (a:{quote(schema.src)})-[r:{quote(schema.rel)}]->(b) "
+            f"WHERE r.gen = t.gen RETURN a.id AS nbr, r.eid AS eid {pick} }} "
             "RETURN collect(nbr) AS row, collect(b.id) AS col, collect(eid) AS eid",
+            key=schema.key,
             ids=np.asarray(dst, dtype=np.int64).tolist(),
             k=max(int(k), 0),
         )
@@ -266,27 +283,31 @@ class Neo4jGraphStore(BaseGraphStore):
             raise NotFoundError(f"edge type {schema.edge_type!r} is not stored (stored: {known})")
         return meta
 
-    def _read_all(self, schema: EdgeSchema, count: int) -> tuple[Tensor, Tensor, Tensor]:
-        pages = [self._read_page(schema, lo, min(lo + self.batch_size * 5, count))
-                 for lo in range(0, count, self.batch_size * 5)]  # fmt: skip
+    def _read_all(self, schema: EdgeSchema, meta: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor]:
+        count, page = int(meta["count"]), self.batch_size * 5
+        pages = [self._read_page(schema, meta["gen"], lo, min(lo + page, count))
+                 for lo in range(0, count, page)]  # fmt: skip
         if not pages:
             empty = torch.empty(0, dtype=torch.long)
             return empty, empty.clone(), empty.clone()
         return torch.cat([p[0] for p in pages]), torch.cat([p[1] for p in pages]), torch.arange(count)
 
-    def _read_page(self, schema: EdgeSchema, lo: int, hi: int) -> tuple[Tensor, Tensor]:
-        """Edges with ``lo <= eid < hi``, placed by eid (an index range seek, no sort)."""
+    def _read_page(self, schema: EdgeSchema, gen: int, lo: int, hi: int) -> tuple[Tensor, Tensor]:
+        """Edges of generation ``gen`` with ``lo <= eid < hi``, placed by eid (an index range
+        seek, no sort)."""
         records = self._read(
-            f"MATCH {schema.pattern} WHERE r.eid >= $lo AND r.eid < $hi "
+            f"MATCH {schema.pattern} WHERE r.eid >= $lo AND r.eid < $hi AND r.gen = $gen "
             "RETURN collect(a.id) AS row, collect(b.id) AS col, collect(r.eid) AS eid",
             lo=lo,
             hi=hi,
+            gen=gen,
         )
         eid = np.asarray(records[0]["eid"], dtype=np.int64) - lo
         if eid.size != hi - lo or np.bincount(eid, minlength=hi - lo).max(initial=1) != 1:
             raise PreconditionError(
                 f"edge type {schema.edge_type!r}: edge ids [{lo}, {hi}) are not all present once "
-                f"in Neo4j (found {eid.size}); the graph was changed outside gnnstore"
+                f"in Neo4j (found {eid.size}); the edge type was replaced while it was read, or "
+                "changed outside gnnstore"
             )
         row, col = np.empty(hi - lo, np.int64), np.empty(hi - lo, np.int64)
         row[eid], col[eid] = records[0]["row"], records[0]["col"]
@@ -302,12 +323,14 @@ class Neo4jGraphStore(BaseGraphStore):
         self._make_schema(id_constraint_statement(node_label))
         for lo in range(have, count, self.batch_size * 2):
             hi = min(lo + self.batch_size * 2, count)
-            self._write(f"UNWIND range($lo, $hi - 1) AS i CREATE (:{quote(node_label)} {{id: i}})", lo=lo, hi=hi)
-        self._write(
-            f"MERGE (t:{quote(NODE_TYPE_LABEL)} {{label: $label}}) SET t.count = $count",
-            label=node_label,
-            count=count,
-        )
+            self._write(  # one transaction: the nodes and the count that says they exist
+                f"UNWIND range($lo, $hi - 1) AS i CREATE (:{quote(node_label)} {{id: i}}) "
+                f"WITH count(*) AS created MERGE (t:{quote(NODE_TYPE_LABEL)} {{label: $label}}) "
+                "SET t.count = $hi",
+                lo=lo,
+                hi=hi,
+                label=node_label,
+            )
 
     def _make_schema(self, statement: str) -> None:
         """Run a ``CREATE ... IF NOT EXISTS`` once per object and wait until it is online."""
@@ -317,47 +340,84 @@ class Neo4jGraphStore(BaseGraphStore):
         self._write("CALL db.awaitIndexes(300)")
         self._schema_made.add(statement)
 
-    def _replace_edges(self, schema: EdgeSchema, row: Tensor, col: Tensor, size: tuple[int, int]) -> None:
-        """Delete the edge type, then create ``(row, col)`` with ``eid = 0 .. E-1`` in batches."""
-        self._write(f"MATCH (t:{quote(EDGE_TYPE_LABEL)} {{key: $key}}) DELETE t", key=schema.key)
-        self._delete_edges(schema)
-        self._ensure_nodes(schema.src, size[0])
-        self._ensure_nodes(schema.dst, size[1])
+    def _write_edges(self, schema: EdgeSchema, row: Tensor, col: Tensor) -> int:
+        """Create ``(row, col)`` with ``eid = 0 .. E-1`` under a fresh generation; return it.
+
+        The nodes must exist. Readers keep seeing the current generation until ``_commit``
+        switches to this one; on failure the new relationships are deleted and the current
+        ones stay as they were.
+        """
         self._make_schema(eid_index_statement(schema.rel))
-        query = (
-            "UNWIND range(0, size($row) - 1) AS i "
-            f"MATCH (a:{quote(schema.src)} {{id: $row[i]}}) MATCH (b:{quote(schema.dst)} {{id: $col[i]}}) "
-            f"CREATE (a)-[:{quote(schema.rel)} {{eid: $eid[i]}}]->(b)"
-        )
+        gen = self._new_generation()
         rows, cols = row.numpy(), col.numpy()
         order = np.argsort(rows, kind="stable")  # by source: about 2x faster (locality, locks)
         try:
-            for lo in range(0, len(rows), self.batch_size):
-                eid = order[lo : lo + self.batch_size]
-                self._write(query, row=rows[eid].tolist(), col=cols[eid].tolist(), eid=eid.tolist())
-        except Exception:
-            logger.exception("writing edge type %r failed; removing its partial edges", schema.edge_type)
-            self._delete_edges(schema)
+            with tqdm(total=len(rows), unit="edges", unit_scale=True, leave=False,
+                      desc=f"neo4j {schema.rel}", disable=not self.progress) as bar:  # fmt: skip
+                for lo in range(0, len(rows), self.batch_size):
+                    eid = order[lo : lo + self.batch_size]
+                    self._write_batch(schema, gen, rows[eid], cols[eid], eid)
+                    bar.update(len(eid))
+                    logger.debug("edge type %r: %d of %d edges written", schema.edge_type,
+                                 lo + len(eid), len(rows))  # fmt: skip
+        except BaseException:
+            logger.exception("writing edge type %r failed; its stored edges are unchanged", schema.edge_type)
+            try:
+                self._delete_edges(schema, gen=gen)
+            except Exception:  # noqa: BLE001 - keep the first error; the next put deletes them
+                logger.warning("could not delete the partial edges of %r (generation %d); the next "
+                               "put of that edge type deletes them", schema.edge_type, gen)  # fmt: skip
             raise
-        logger.info("stored %d edges of %r in Neo4j", len(rows), schema.edge_type)
+        logger.info("stored %d edges of %r in Neo4j (generation %d)", len(rows), schema.edge_type, gen)
+        return gen
 
-    def _delete_edges(self, schema: EdgeSchema) -> None:
-        self._write_in_transactions(
-            f"MATCH {schema.pattern} CALL (r) {{ DELETE r }} IN TRANSACTIONS OF {self.batch_size} ROWS"
+    def _write_batch(self, schema: EdgeSchema, gen: int, row: np.ndarray, col: np.ndarray, eid: np.ndarray) -> None:
+        """One transaction: relationships ``row[i] -> col[i]`` with ``eid[i]``, of generation ``gen``."""
+        self._write(
+            "UNWIND range(0, size($row) - 1) AS i "
+            f"MATCH (a:{quote(schema.src)} {{id: $row[i]}}) MATCH (b:{quote(schema.dst)} {{id: $col[i]}}) "
+            f"CREATE (a)-[:{quote(schema.rel)} {{eid: $eid[i], gen: $gen}}]->(b)",
+            row=row.tolist(),
+            col=col.tolist(),
+            eid=eid.tolist(),
+            gen=gen,
         )
 
-    def _write_meta(self, schema: EdgeSchema, layouts: dict[str, Layout], count: int) -> None:
+    def _delete_edges(self, schema: EdgeSchema, *, gen: int | None = None, keep: int | None = None) -> None:
+        """Delete, in batches, the edge type's relationships of generation ``gen``, or else all
+        but those of generation ``keep`` (all when both are ``None``)."""
+        if gen is not None:
+            where = "WHERE r.gen = $gen"
+        else:  # no gen property (written before generations) or another one
+            where = "WHERE NOT coalesce(r.gen = $keep, false)"
+        self._write_in_transactions(
+            f"MATCH {schema.pattern} {where} CALL (r) {{ DELETE r }} IN TRANSACTIONS OF $rows ROWS",
+            gen=gen,
+            keep=keep,
+            rows=self.batch_size,
+        )
+
+    def _commit(self, schema: EdgeSchema, layouts: dict[str, Layout], count: int, gen: int | None) -> None:
+        """One transaction: point the edge type at ``layouts`` of generation ``gen`` (no layouts:
+        forget the edge type) and bump the store's version."""
         names = [layout.value for layout in _LAYOUT_ORDER if layout.value in layouts]
-        self._write(
+        meta = (
             f"MERGE (t:{quote(EDGE_TYPE_LABEL)} {{key: $key}}) "
-            "SET t.layouts = $layouts, t.sorted = $sorted, t.sizes = $sizes, t.count = $count",
+            "SET t.layouts = $layouts, t.sorted = $sorted, t.sizes = $sizes, t.count = $count, t.gen = $gen"
+            if names
+            else f"OPTIONAL MATCH (t:{quote(EDGE_TYPE_LABEL)} {{key: $key}}) DELETE t"
+        )
+        self._write(
+            f"{meta} WITH 1 AS done "
+            f"MERGE (g:{quote(GRAPH_LABEL)}) ON CREATE SET g.uuid = randomUUID(), g.version = 0 "
+            "SET g.version = g.version + 1",
             key=schema.key,
             layouts=names,
             sorted=[layouts[n][0] for n in names],
             sizes=[int(s) for n in names for s in layouts[n][1]],
             count=count,
+            gen=gen,
         )
-
 
 def _same_multiset(row_a: Tensor, col_a: Tensor, row_b: Tensor, col_b: Tensor) -> bool:
     """Whether two edge lists hold the same edges, counting repeats, in any order."""
