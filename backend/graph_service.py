@@ -12,8 +12,14 @@ from gnnstore.backend.error_translation import translate_errors
 from gnnstore.backend.sampling_runner import SamplingRunner
 from gnnstore.backend.served_data import UNKNOWN_EDGE_COUNT, GraphSummary
 from gnnstore.proto import graph_pb2, graph_pb2_grpc
-from gnnstore.proto.codec import describe, edge_type_from_proto, edge_type_to_proto, tensor_to_proto
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto.codec import (
+    describe,
+    edge_type_from_proto,
+    edge_type_to_proto,
+    node_type_from_proto,
+    tensor_to_proto,
+)
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
 from gnnstore.proto.sample_codec import (
     edge_input_from_proto,
@@ -124,11 +130,25 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             )
             return self._reply(out, request.features)
 
+    def HotNodes(
+        self, request: graph_pb2.HotNodesRequest, context: grpc.ServicerContext
+    ) -> graph_pb2.HotNodesResponse:
+        """The k nodes of a node type with the highest out-degree, and the ranking's version."""
+        with translate_errors(context, "GraphService.HotNodes"):
+            ranking = self._runner.ranking
+            if ranking is None:
+                raise PreconditionError(
+                    "this server samples live from Neo4j and has no topology snapshot to rank "
+                    "nodes by degree; serve with neo4j_sampling = 'snapshot' for a hot set"
+                )
+            ids = ranking.top(node_type_from_proto(request.node_type), request.k)
+            return graph_pb2.HotNodesResponse(ids=tensor_to_proto(ids), version=ranking.version)
+
     def _reply(self, out: object, features: graph_pb2.FeatureRequest) -> graph_pb2.SampleResponse:
         reply = output_to_proto(out)
-        attrs, known = feature_request_from_proto(features)
-        if attrs:
-            rows = self._runner.gather_rows(out, attrs, known)
+        rows_wanted = feature_request_from_proto(features)
+        if rows_wanted.attrs:
+            rows = self._runner.gather_rows(out, rows_wanted)
             reply.features.extend(node_rows_to_proto(r) for r in rows)
         return reply
 

@@ -26,10 +26,11 @@ from torch_geometric.sampler import (
 )
 from torch_geometric.typing import NodeType
 
+from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.served_data import SamplerFactory
 from gnnstore.proto.codec import describe
 from gnnstore.proto.errors import InvalidRequestError
-from gnnstore.proto.sample_codec import NodeRows, NumNeighbors
+from gnnstore.proto.sample_codec import NodeRows, NumNeighbors, RowRequest
 
 logger = logging.getLogger(__name__)
 
@@ -68,14 +69,21 @@ class SamplingRunner:
         make_sampler: builds the PyG sampler of one request from its options.
         feature_store: where rows of sampled nodes are read (the store or a read tier).
         limits: per-request limits.
+        ranking: the out-degree ranking clients' hot sets come from (``None``: no snapshot,
+            so hot prefixes are ignored and those rows are sent).
     """
 
     def __init__(
-        self, make_sampler: SamplerFactory, feature_store: FeatureStore, limits: SamplingLimits
+        self,
+        make_sampler: SamplerFactory,
+        feature_store: FeatureStore,
+        limits: SamplingLimits,
+        ranking: DegreeRanking | None = None,
     ) -> None:
         self._make_sampler = make_sampler
         self._features = feature_store
         self._limits = limits
+        self.ranking = ranking
 
     def sample_from_nodes(
         self,
@@ -122,34 +130,39 @@ class SamplingRunner:
         return sampler.sample_from_edges(inputs, neg_sampling)
 
     def gather_rows(
-        self,
-        out: SamplerOutput | HeteroSamplerOutput,
-        attrs: list[tuple[NodeType | None, str]],
-        known: dict[NodeType | None, Tensor],
+        self, out: SamplerOutput | HeteroSamplerOutput, request: RowRequest
     ) -> list[NodeRows]:
-        """Rows of ``attrs`` for the sampled nodes the client lacks, each distinct id once.
+        """Rows of ``request.attrs`` for the sampled nodes the client lacks, each distinct id once.
 
         Attributes of a node type with no sampled nodes in ``out`` are skipped, as PyG's loader
         skips them. Every row comes from one ``multi_get_tensor`` call.
         """
         nodes = out.node if isinstance(out, HeteroSamplerOutput) else {None: out.node}
         wanted: dict[NodeType | None, list[str]] = {}
-        for group, name in attrs:
+        for group, name in request.attrs:
             if group in nodes:
                 wanted.setdefault(group, []).append(name)
-        ids = {}
-        for group in wanted:
-            distinct = torch.unique(nodes[group])
-            if group in known and known[group].numel():
-                lacking = ~np.isin(distinct.numpy(), known[group].numpy())
-                distinct = distinct[torch.from_numpy(lacking)]
-            ids[group] = distinct
+        ids = {group: self._lacking(group, torch.unique(nodes[group]), request) for group in wanted}
         queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
         tensors = iter(self._features.multi_get_tensor(queries) if queries else [])
         return [
             NodeRows(g, ids[g], {name: next(tensors) for name in names})
             for g, names in wanted.items()
         ]
+
+    def _lacking(self, group: NodeType | None, distinct: Tensor, request: RowRequest) -> Tensor:
+        """The ids of ``distinct`` (ascending) that are neither in the client's hot prefix nor known."""
+        keep = np.ones(distinct.numel(), dtype=bool)
+        prefix = request.hot.get(group)
+        if prefix is not None and prefix.count:
+            if self.ranking is not None and prefix.version == self.ranking.version:
+                keep &= self.ranking.rank(group)[distinct.numpy()] >= prefix.count
+            else:
+                logger.debug("hot prefix of version %r ignored: the ranking differs", prefix.version)
+        known = request.known.get(group)
+        if known is not None and known.numel():
+            keep &= ~np.isin(distinct.numpy(), known.numpy(), kind="table")  # a bitmap over the id range
+        return distinct[torch.from_numpy(keep)]
 
     def _sampler(
         self, num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None

@@ -18,6 +18,7 @@ from torch_geometric.sampler import BaseSampler
 from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.config import ServerConfig
+from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.feature_tier import FeatureTier
 from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler
 from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
@@ -66,12 +67,14 @@ class ServedData:
         summary: node and edge counts and the graph version.
         make_sampler: builds the PyG sampler of one request from its options.
         feature_reader: reads from the memory-mapped tier, writes through to RocksDB.
+        ranking: nodes by out-degree for clients' hot sets (``None`` under live sampling).
     """
 
     stores: Stores
     summary: GraphSummary
     make_sampler: SamplerFactory
     feature_reader: TieredFeatureStore
+    ranking: DegreeRanking | None = None
 
     @property
     def graph_store(self) -> Any:
@@ -98,16 +101,19 @@ def open_served_data(config: ServerConfig) -> ServedData:
     stores = _open_stores(config)
     try:
         counts = _node_counts(stores)
+        ranking = None
         if config.graph_backend == "neo4j" and config.neo4j_sampling == "live":
             summary, make_sampler = _live(stores.graph_store, counts)
         else:
-            summary, make_sampler = _snapshot(stores.graph_store, config, counts)
+            summary, make_sampler, ranking = _snapshot(stores.graph_store, config, counts)
         tier = FeatureTier(config.data_dir / FEATURE_TIER_DIR)
         tier.refresh(stores.feature_store)
     except BaseException:
         stores.close()
         raise
-    return ServedData(stores, summary, make_sampler, TieredFeatureStore(stores.feature_store, tier))
+    return ServedData(
+        stores, summary, make_sampler, TieredFeatureStore(stores.feature_store, tier), ranking
+    )
 
 
 def _open_stores(config: ServerConfig) -> Stores:
@@ -151,7 +157,7 @@ def _open_neo4j_stores(config: ServerConfig) -> Stores:
 
 def _snapshot(
     graph_store: Any, config: ServerConfig, counts: dict[NodeType | None, int]
-) -> tuple[GraphSummary, SamplerFactory]:
+) -> tuple[GraphSummary, SamplerFactory, DegreeRanking]:
     """Sampling from a memory-mapped snapshot of the graph store's current version."""
     snapshot = build_snapshot(graph_store, config.data_dir / SNAPSHOTS, num_nodes=counts)
     engine = SamplingEngine(snapshot)
@@ -169,7 +175,7 @@ def _snapshot(
         snapshot.version,
         "snapshot",
     )
-    return summary, make_sampler
+    return summary, make_sampler, DegreeRanking(snapshot)
 
 
 def _live(

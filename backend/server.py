@@ -126,7 +126,7 @@ class GnnStoreServer:
             maximum_concurrent_rpcs=config.max_concurrent_rpcs,
         )
         limits = SamplingLimits(config.max_seeds, config.max_hops, config.max_fanout)
-        runner = SamplingRunner(data.make_sampler, data.feature_reader, limits)
+        runner = SamplingRunner(data.make_sampler, data.feature_reader, limits, data.ranking)
         feature_pb2_grpc.add_FeatureServiceServicer_to_server(
             FeatureServicer(data.feature_reader, config.max_message_bytes), server
         )

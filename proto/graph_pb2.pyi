@@ -73,13 +73,41 @@ class SamplingOptions(_message.Message):
     seed: int
     def __init__(self, num_neighbors: _Optional[_Iterable[int]] = ..., per_edge_type: _Optional[_Iterable[_Union[Fanout, _Mapping]]] = ..., replace: _Optional[bool] = ..., disjoint: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
 
+class HotPrefix(_message.Message):
+    __slots__ = ("node_type", "count", "version")
+    NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    node_type: _common_pb2.NodeType
+    count: int
+    version: str
+    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., count: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+
 class FeatureRequest(_message.Message):
-    __slots__ = ("attrs", "known")
+    __slots__ = ("attrs", "known", "hot")
     ATTRS_FIELD_NUMBER: _ClassVar[int]
     KNOWN_FIELD_NUMBER: _ClassVar[int]
+    HOT_FIELD_NUMBER: _ClassVar[int]
     attrs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TensorAttrKey]
     known: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
-    def __init__(self, attrs: _Optional[_Iterable[_Union[_common_pb2.TensorAttrKey, _Mapping]]] = ..., known: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ...) -> None: ...
+    hot: _containers.RepeatedCompositeFieldContainer[HotPrefix]
+    def __init__(self, attrs: _Optional[_Iterable[_Union[_common_pb2.TensorAttrKey, _Mapping]]] = ..., known: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., hot: _Optional[_Iterable[_Union[HotPrefix, _Mapping]]] = ...) -> None: ...
+
+class HotNodesRequest(_message.Message):
+    __slots__ = ("node_type", "k")
+    NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    node_type: _common_pb2.NodeType
+    k: int
+    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., k: _Optional[int] = ...) -> None: ...
+
+class HotNodesResponse(_message.Message):
+    __slots__ = ("ids", "version")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ids: _common_pb2.Tensor
+    version: str
+    def __init__(self, ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., version: _Optional[str] = ...) -> None: ...
 
 class SampleFromNodesRequest(_message.Message):
     __slots__ = ("options", "input_type", "node", "input_id", "features")

@@ -54,6 +54,11 @@ class GraphServiceStub:
                 request_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleFromEdgesRequest.SerializeToString,
                 response_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleResponse.FromString,
                 _registered_method=True)
+        self.HotNodes = channel.unary_unary(
+                '/gnnstore.v1.GraphService/HotNodes',
+                request_serializer=gnnstore_dot_v1_dot_graph__pb2.HotNodesRequest.SerializeToString,
+                response_deserializer=gnnstore_dot_v1_dot_graph__pb2.HotNodesResponse.FromString,
+                _registered_method=True)
 
 
 class GraphServiceServicer:
@@ -87,6 +92,13 @@ class GraphServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def HotNodes(self, request, context):
+        """The k nodes of one node type with the highest out-degree: a client cache's hot set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GraphServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +121,11 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     servicer.SampleFromEdges,
                     request_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleFromEdgesRequest.FromString,
                     response_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleResponse.SerializeToString,
+            ),
+            'HotNodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.HotNodes,
+                    request_deserializer=gnnstore_dot_v1_dot_graph__pb2.HotNodesRequest.FromString,
+                    response_serializer=gnnstore_dot_v1_dot_graph__pb2.HotNodesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -219,6 +236,33 @@ class GraphService:
             '/gnnstore.v1.GraphService/SampleFromEdges',
             gnnstore_dot_v1_dot_graph__pb2.SampleFromEdgesRequest.SerializeToString,
             gnnstore_dot_v1_dot_graph__pb2.SampleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HotNodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gnnstore.v1.GraphService/HotNodes',
+            gnnstore_dot_v1_dot_graph__pb2.HotNodesRequest.SerializeToString,
+            gnnstore_dot_v1_dot_graph__pb2.HotNodesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -269,8 +269,33 @@ class NodeRows:
     rows: dict[str, Tensor]
 
 
+@dataclass(frozen=True)
+class HotPrefix:
+    """The client holds the rows of the first ``count`` ids of a HotNodes ranking of ``version``."""
+
+    count: int
+    version: str
+
+
+@dataclass(frozen=True)
+class RowRequest:
+    """Which rows a sample should bring back, and which the client already holds.
+
+    Attributes:
+        attrs: (node type, attr) pairs whose rows come back for the sampled nodes.
+        known: node type → global ids the client holds for every requested attr.
+        hot: node type → the prefix of the server's hot ranking the client holds.
+    """
+
+    attrs: list[tuple[NodeType | None, str]]
+    known: dict[NodeType | None, Tensor]
+    hot: dict[NodeType | None, HotPrefix]
+
+
 def feature_request_to_proto(
-    attrs: Sequence[tuple[NodeType | None, str]], known: Mapping[NodeType | None, Tensor]
+    attrs: Sequence[tuple[NodeType | None, str]],
+    known: Mapping[NodeType | None, Tensor],
+    hot: Mapping[NodeType | None, HotPrefix] | None = None,
 ) -> graph_pb2.FeatureRequest:
     """Encode which attributes to return and, per node type, the global ids not to send."""
     return graph_pb2.FeatureRequest(
@@ -279,18 +304,32 @@ def feature_request_to_proto(
             common_pb2.NodeIds(node_type=node_type_to_proto(nt), ids=ids_to_proto(ids))
             for nt, ids in known.items()
         ],
+        hot=[
+            graph_pb2.HotPrefix(node_type=node_type_to_proto(nt), count=p.count, version=p.version)
+            for nt, p in (hot or {}).items()
+        ],
     )
 
 
-def feature_request_from_proto(
-    request: graph_pb2.FeatureRequest,
-) -> tuple[list[tuple[NodeType | None, str]], dict[NodeType | None, Tensor]]:
-    """Decode ``(attrs, known ids per node type)`` of a FeatureRequest."""
-    attrs = [attr_key_from_proto(a) for a in request.attrs]
-    known = {
-        node_type_from_proto(k.node_type): ids_from_proto(k.ids, "known ids") for k in request.known
-    }
-    return attrs, known
+def feature_request_from_proto(request: graph_pb2.FeatureRequest) -> RowRequest:
+    """Decode the attrs, known ids and hot prefixes of a FeatureRequest.
+
+    Raises:
+        InvalidRequestError: a negative hot prefix count.
+    """
+    hot = {}
+    for prefix in request.hot:
+        if prefix.count < 0:
+            raise InvalidRequestError(f"hot prefix count must be >= 0, got {prefix.count}")
+        hot[node_type_from_proto(prefix.node_type)] = HotPrefix(prefix.count, prefix.version)
+    return RowRequest(
+        attrs=[attr_key_from_proto(a) for a in request.attrs],
+        known={
+            node_type_from_proto(k.node_type): ids_from_proto(k.ids, "known ids")
+            for k in request.known
+        },
+        hot=hot,
+    )
 
 
 def node_rows_to_proto(rows: NodeRows) -> graph_pb2.NodeRows:

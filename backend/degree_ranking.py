@@ -1,0 +1,80 @@
+"""Nodes ranked by out-degree per node type: the hot set a client's feature cache starts with.
+
+Neighbour sampling over a CSC picks in-neighbours, so a node is reached about as often as it is
+the source of an edge: its out-degree (summed over every edge type it is the source of) predicts
+how often a mini-batch needs its features better than its in-degree does. The ranking is built
+from the topology snapshot sampling reads, once per node type on first use, and carries the
+snapshot's version so a client can say which ranking its hot set came from.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.typing import NodeType
+
+from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+
+logger = logging.getLogger(__name__)
+
+
+class DegreeRanking:
+    """Per node type, global ids by out-degree, highest first (ties: ascending id).
+
+    Args:
+        snapshot: the topology snapshot the server samples from.
+    """
+
+    def __init__(self, snapshot: TopologySnapshot) -> None:
+        self._snapshot = snapshot
+        self._lock = threading.Lock()
+        self._order: dict[NodeType | None, np.ndarray] = {}
+        self._rank: dict[NodeType | None, np.ndarray] = {}
+
+    @property
+    def version(self) -> str:
+        """The snapshot version the ranking comes from."""
+        return self._snapshot.version
+
+    def top(self, node_type: NodeType | None, k: int) -> Tensor:
+        """The ``k`` global ids of ``node_type`` with the highest out-degree (fewer if N < k).
+
+        Raises:
+            InvalidRequestError: ``k`` < 0.
+            NotFoundError: an unknown node type.
+        """
+        if k < 0:
+            raise InvalidRequestError(f"k must be >= 0, got {k}")
+        order, _ = self._ranked(node_type)
+        return torch.from_numpy(order[:k].copy())
+
+    def rank(self, node_type: NodeType | None) -> np.ndarray:
+        """Each node's position in the ranking (0 = highest out-degree), indexed by global id."""
+        return self._ranked(node_type)[1]
+
+    def _ranked(self, node_type: NodeType | None) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            if node_type not in self._order:
+                order = np.argsort(-self._out_degree(node_type), kind="stable")
+                rank = np.empty_like(order)
+                rank[order] = np.arange(order.shape[0])
+                self._order[node_type], self._rank[node_type] = order, rank
+                logger.info("ranked %d nodes of type %r by out-degree", order.shape[0], node_type)
+            return self._order[node_type], self._rank[node_type]
+
+    def _out_degree(self, node_type: NodeType | None) -> np.ndarray:
+        snapshot = self._snapshot
+        if node_type not in snapshot.num_nodes:
+            raise NotFoundError(
+                f"node type {node_type!r} is not in the served graph (has: {snapshot.node_types})"
+            )
+        degree = np.zeros(snapshot.num_nodes[node_type], dtype=np.int64)
+        for edge_type, topology in snapshot.edges.items():
+            source = None if edge_type is None else edge_type[0]
+            if source == node_type and topology.num_edges:
+                degree += np.bincount(topology.row, minlength=degree.shape[0])[: degree.shape[0]]
+        return degree
