@@ -1,10 +1,16 @@
-"""``connect``: the PyG store pair for a running gnnstore server."""
+"""``connect``: the PyG store pair for a running gnnstore server, optionally with a feature cache."""
 from __future__ import annotations
 
+import torch
+
 from gnnstore.client.channel import DEFAULT_TIMEOUT_S, Connection
+from gnnstore.client.feature_cache import FeatureCache
+from gnnstore.client.hot_set import warm_hot_set
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES
+
+DEFAULT_CACHE_POLICY = "static+sieve"
 
 
 def connect(
@@ -12,19 +18,37 @@ def connect(
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    cache_bytes: int = 0,
+    cache_policy: str = DEFAULT_CACHE_POLICY,
+    cache_device: str | torch.device = "cpu",
 ) -> tuple[RemoteFeatureStore, RemoteGraphStore]:
     """``(feature_store, graph_store)`` for the server at ``address``, sharing one connection.
 
-    Nothing is sent yet: the channel opens on the first call, in whichever process makes it.
-    Pass the pair as PyG's ``data`` and ``feature_store=fs`` to ``RemoteNeighborSampler``.
+    Without a cache nothing is sent yet: the channel opens on the first call, in whichever
+    process makes it. With ``cache_bytes`` > 0 the feature store gets a :class:`FeatureCache`
+    (``fs.cache``) whose static tier is filled now with the server's nodes of highest
+    out-degree (one HotNodes call and bulk MultiGets per node type); each sampling request
+    then brings back only the rows the cache lacks. Pass the pair as PyG's ``data`` and
+    ``feature_store=fs`` to ``RemoteNeighborSampler``.
 
     Args:
         address: ``"host:port"`` of a running ``gnnstore serve``.
         timeout: deadline in seconds of every call (default 30).
         max_message_bytes: message limit, mirroring the server's (default 256 MiB).
+        cache_bytes: bytes of feature rows to keep on the trainer (0: no cache), shared by
+            every node attribute in proportion to its size.
+        cache_policy: ``static``, ``lru``, ``sieve``, ``static+lru`` or ``static+sieve``
+            (default; half the budget is the hot set, half a scan-resistant SIEVE tier).
+        cache_device: where cached rows live; a CUDA device keeps them on the GPU.
 
     Raises:
-        InvalidRequestError: an address that is not ``host:port``, or a timeout <= 0.
+        InvalidRequestError: an address that is not ``host:port``, a timeout <= 0, or a bad
+            cache size or policy.
+        ServerUnavailableError: a cache was asked for and the server cannot be reached.
     """
     connection = Connection(address, timeout=timeout, max_message_bytes=max_message_bytes)
-    return RemoteFeatureStore(connection), RemoteGraphStore(connection)
+    fs, gs = RemoteFeatureStore(connection), RemoteGraphStore(connection)
+    if cache_bytes:
+        fs.exchange.cache = FeatureCache(cache_bytes, fs.schema(), policy=cache_policy, device=cache_device)
+        warm_hot_set(fs)
+    return fs, gs

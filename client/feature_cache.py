@@ -116,6 +116,7 @@ class _Slot:
         self.policy = policy(static_rows, dynamic_rows) if policy and dynamic_rows else None
         self.id2pos = np.full(spec.shape[0], -1, dtype=np.int64)
         self.pos2id = np.full(self.capacity, -1, dtype=np.int64)
+        self.warmed_prefix = 0  # the static tier holds the first this-many ids of the warm list
 
     def ensure(self, max_id: int) -> None:
         """Grow the id map to cover ``max_id`` (nodes added after the cache was built)."""
@@ -128,6 +129,7 @@ class _Slot:
         """Drop every row of both tiers."""
         self.id2pos.fill(-1)
         self.pos2id.fill(-1)
+        self.warmed_prefix = 0
         if self.policy is not None:
             self.policy.clear()
 
@@ -300,26 +302,58 @@ class FeatureCache:
             slot.pos2id[positions] = ids[keep]
             slot.id2pos[ids[keep]] = positions
             slot.storage[: keep.shape[0]] = rows[torch.from_numpy(keep)].to(self.device)
+            apart = np.flatnonzero(keep != np.arange(keep.shape[0]))  # a repeated id ends the prefix
+            slot.warmed_prefix = int(apart[0]) if apart.size else int(keep.shape[0])
         logger.info("feature cache: warmed (%r, %r) with %d rows", group_name, attr_name, keep.shape[0])
         return int(keep.shape[0])
 
-    def known_ids(self, group_name: Any, *, include_dynamic: bool = False) -> Tensor:
-        """Global ids (int64, ascending) cached for every attr of ``group_name``.
+    def known_ids(
+        self, group_name: Any, *, include_static: bool = True, include_dynamic: bool = False
+    ) -> Tensor:
+        """Global ids (int64, ascending) held in the named tiers for every attr of ``group_name``.
 
-        The sampling request sends these so the server leaves their rows out. By default only
-        the static tier counts: it never evicts, so a row left out is still here when the
-        batch is read. Dynamic rows may be evicted by the batches read in between (a
-        prefetcher samples ahead), which costs a second round trip for that batch.
+        The sampling request sends these so the server leaves their rows out. The static tier
+        never evicts. A dynamic row named in a request may be evicted before its batch is read
+        only when other batches are read in between (features read in another process than
+        the sampling); the exchange then fetches it in a second round trip, so rows stay exact.
         """
         with self._lock:
             held = None
             for (group, _), slot in self._slots.items():
                 if group != group_name:
                     continue
-                ids = slot.pos2id if include_dynamic else slot.pos2id[: slot.static_rows]
-                ids = np.sort(ids[ids >= 0])
-                held = ids if held is None else np.intersect1d(held, ids, assume_unique=True)
-        return torch.from_numpy(held if held is not None else np.empty(0, dtype=np.int64))
+                lo = 0 if include_static else slot.static_rows
+                hi = slot.capacity if include_dynamic else slot.static_rows
+                if held is None:
+                    held = slot.pos2id[lo:hi]
+                    held = held[held >= 0]
+                else:
+                    held = held[held < slot.id2pos.shape[0]]
+                    pos = slot.id2pos[held]
+                    held = held[(pos >= lo) & (pos < hi)]
+        return torch.from_numpy(np.sort(held) if held is not None else np.empty(0, dtype=np.int64))
+
+    def static_capacity(self, group_name: Any) -> int:
+        """Rows the static tier of ``group_name``'s attrs can hold (the largest of its attrs)."""
+        return max((s.static_rows for (g, _), s in self._slots.items() if g == group_name), default=0)
+
+    def warmed_prefix(self, group_name: Any) -> int:
+        """How many leading ids of the last ``warm`` lists every attr of ``group_name`` holds.
+
+        A client warmed from the server's hot ranking sends this count instead of the ids; it
+        drops to 0 after ``clear()``.
+        """
+        with self._lock:
+            counts = [s.warmed_prefix for (g, _), s in self._slots.items() if g == group_name]
+        return min(counts, default=0)
+
+    def groups(self) -> list[Any]:
+        """The node types cached, in the order the attrs were given."""
+        return list(dict.fromkeys(g for g, _ in self._slots))
+
+    def attr_names(self, group_name: Any) -> list[str]:
+        """The attrs of ``group_name`` cached."""
+        return [a for g, a in self._slots if g == group_name]
 
     def clear(self) -> None:
         """Drop every cached row (e.g. after the server's feature version changed)."""

@@ -9,8 +9,15 @@ pickling (PyG pickles the feature store and the sampler together into spawned wo
 
 A feature cache plugs in as ``cache`` (anything with ``FeatureCache.read``'s signature):
 ``take`` answers hits from it and fills misses from the delivered rows. If the cache also
-offers ``known_ids(group_name) -> Tensor`` (global ids it holds for every attr of the group),
-the request tells the server to leave those rows out, so only misses travel.
+offers ``known_ids(group_name, include_static=..., include_dynamic=...) -> Tensor`` (global ids
+it holds for every attr of the group), the request tells the server to leave those rows out, so
+only misses travel. A static tier warmed from the server's hot ranking (``hot``, filled by
+``client.hot_set.warm_hot_set``) is named by its length instead of its ids: a few bytes per
+request rather than 8 per cached node.
+
+``delivered_rows``/``delivered_bytes`` count the rows that rode with samples (one per attr and
+distinct id), ``fetched_rows``/``fetched_bytes`` those a separate MultiGet had to read; both
+are per process.
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 from torch_geometric.typing import NodeType
 
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.sample_codec import NodeRows, feature_request_to_proto
+from gnnstore.proto.sample_codec import HotPrefix, NodeRows, feature_request_to_proto
 
 logger = logging.getLogger(__name__)
 
@@ -74,36 +81,51 @@ class FeatureExchange:
 
     Args:
         cache: an optional row cache consulted before delivered rows (see the module doc).
+        hot: node type → the prefix of the server's hot ranking the cache's static tier was
+            warmed with.
     """
 
-    def __init__(self, cache: RowCache | None = None) -> None:
+    def __init__(
+        self, cache: RowCache | None = None, hot: dict[NodeType | None, HotPrefix] | None = None
+    ) -> None:
         self.cache = cache
+        self.hot = dict(hot or {})
+        self.delivered_rows = self.delivered_bytes = self.fetched_rows = self.fetched_bytes = 0
         self._lock = threading.Lock()
         self._pending: deque[_Delivery] = deque(maxlen=PENDING_BATCHES)
 
     def __getstate__(self) -> dict[str, Any]:
         # Deliveries belong to the process that sampled them; the lock cannot be pickled.
-        return {"cache": self.cache}
+        return {"cache": self.cache, "hot": self.hot}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["cache"])
+        self.__init__(state["cache"], state.get("hot"))
 
     def request(self, attrs: Sequence[tuple[NodeType | None, str]]) -> graph_pb2.FeatureRequest:
-        """The FeatureRequest a sampling RPC carries: ``attrs`` and the ids not to send."""
-        known = {}
+        """The FeatureRequest a sampling RPC carries: ``attrs`` and what not to send."""
+        known: dict[NodeType | None, Tensor] = {}
+        hot: dict[NodeType | None, HotPrefix] = {}
         known_ids = getattr(self.cache, "known_ids", None)
-        if known_ids is not None:
-            for group in {group for group, _ in attrs}:
-                ids = known_ids(group)
+        warmed = getattr(self.cache, "warmed_prefix", None)
+        for group in dict.fromkeys(group for group, _ in attrs):
+            prefix = self.hot.get(group)
+            count = 0 if prefix is None or warmed is None else min(prefix.count, warmed(group))
+            if count:
+                hot[group] = HotPrefix(count, prefix.version)
+            if known_ids is not None:
+                ids = known_ids(group, include_static=not count, include_dynamic=True)
                 if ids is not None and ids.numel():
                     known[group] = ids
-        return feature_request_to_proto(attrs, known)
+        return feature_request_to_proto(attrs, known, hot)
 
     def deliver(self, out: SamplerOutput | HeteroSamplerOutput, rows: list[NodeRows]) -> None:
         """Keep the rows a sample brought until the loader asks for them."""
         nodes = out.node if isinstance(out, HeteroSamplerOutput) else {None: out.node}
+        tensors = [t for r in rows for t in r.rows.values()]
         with self._lock:
             self._pending.append(_Delivery(nodes, rows))
+            self.delivered_rows += sum(t.shape[0] for t in tensors)
+            self.delivered_bytes += sum(t.numel() * t.element_size() for t in tensors)
 
     def take(self, attrs: list[TensorAttr], fetch: FetchRows) -> list[Tensor]:
         """Rows for ``attrs`` (index = global ids): from a delivery when one matches, else ``fetch``.
@@ -112,6 +134,7 @@ class FeatureExchange:
             attrs: fully specified attrs, in the loader's order.
             fetch: reads rows from the server (one RPC) for attrs no delivery answers.
         """
+        fetch = self._counted(fetch)
         delivery = self._claim(attrs)
         if delivery is None:
             return self._read(attrs, fetch)
@@ -120,6 +143,16 @@ class FeatureExchange:
             delivered = delivery.rows[attr.group_name]
             out.append(self._assemble(attr, delivered, fetch))
         return out
+
+    def _counted(self, fetch: FetchRows) -> FetchRows:
+        def counted(attrs: list[TensorAttr]) -> list[Tensor]:
+            tensors = fetch(attrs)
+            with self._lock:
+                self.fetched_rows += sum(t.shape[0] if t.dim() else 1 for t in tensors)
+                self.fetched_bytes += sum(t.numel() * t.element_size() for t in tensors)
+            return tensors
+
+        return counted
 
     def _claim(self, attrs: list[TensorAttr]) -> _Delivery | None:
         with self._lock:

@@ -64,6 +64,18 @@ class RemoteFeatureStore(FeatureStore):
     def __repr__(self) -> str:
         return f"RemoteFeatureStore({self.connection.address!r})"
 
+    @property
+    def cache(self) -> Any:
+        """The feature cache the loader's reads go through (``None`` without one).
+
+        ``fs.cache.start_epoch()`` closes an epoch and returns its hit rate per tier.
+        """
+        return self.exchange.cache
+
+    def fetch_rows(self, attrs: list[TensorAttr]) -> list[Tensor]:
+        """Rows straight from the server in one MultiGet, past any cache and delivered rows."""
+        return self._fetch(attrs)
+
     def schema(self, *, refresh: bool = False) -> list[AttrSchema]:
         """Every stored attribute with dtype and shape (one RPC, then cached in this object)."""
         if self._schema is None or refresh:

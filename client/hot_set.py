@@ -1,0 +1,76 @@
+"""Fill a feature cache's static tier with the server's hot nodes: those of highest out-degree.
+
+``warm_hot_set(fs)`` asks the server (GraphService.HotNodes) for the top nodes of each cached
+node type, as many as the static tier holds, reads their rows in bulk MultiGets past the cache,
+and warms the cache with them. The exchange then names the hot set in every sampling request by
+its length and the ranking's version, so the server leaves those rows out.
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+import torch
+from torch import Tensor
+from torch_geometric.data import TensorAttr
+from torch_geometric.typing import NodeType
+
+from gnnstore.client.feature_cache import FeatureCache
+from gnnstore.client.remote_feature_store import RemoteFeatureStore
+from gnnstore.proto import graph_pb2
+from gnnstore.proto.codec import ids_from_proto, node_type_to_proto
+from gnnstore.proto.errors import InvalidRequestError, PreconditionError
+from gnnstore.proto.sample_codec import HotPrefix
+
+logger = logging.getLogger(__name__)
+
+MESSAGE_SHARE = 2
+"""A warm-up MultiGet reply stays below 1/MESSAGE_SHARE of the message limit."""
+
+
+def warm_hot_set(fs: RemoteFeatureStore) -> dict[NodeType | None, HotPrefix]:
+    """Warm ``fs.cache``'s static tier from the server's out-degree ranking; return what it holds.
+
+    A server without a topology snapshot (live Neo4j sampling) has no ranking: the static tier
+    stays empty, a warning is logged, and the dynamic tier still caches.
+
+    Raises:
+        InvalidRequestError: ``fs`` has no :class:`FeatureCache`.
+    """
+    cache = fs.cache
+    if not isinstance(cache, FeatureCache):
+        raise InvalidRequestError(f"warm_hot_set needs fs.cache to be a FeatureCache, got {cache!r}")
+    hot: dict[NodeType | None, HotPrefix] = {}
+    for group in cache.groups():
+        k = cache.static_capacity(group)
+        if not k:
+            continue
+        request = graph_pb2.HotNodesRequest(node_type=node_type_to_proto(group), k=k)
+        try:
+            reply = fs.connection.call("GraphService", "HotNodes", request)
+        except PreconditionError as exc:
+            logger.warning("no hot set for node type %r: %s", group, exc)
+            continue
+        ids = ids_from_proto(reply.ids, "hot node ids")
+        names = cache.attr_names(group)
+        for name, rows in zip(names, _rows(fs, group, names, ids)):
+            cache.warm(group, name, ids, rows)
+        hot[group] = HotPrefix(cache.warmed_prefix(group), reply.version)
+        logger.info("hot set of node type %r: %d nodes (ranking %s)", group, hot[group].count, reply.version)
+    fs.exchange.hot = hot
+    return hot
+
+
+def _rows(fs: RemoteFeatureStore, group: NodeType | None, names: list[str], ids: Tensor) -> list[Tensor]:
+    """Rows of ``names`` for ``ids``, in as few MultiGets as the message limit allows."""
+    row_bytes = sum(
+        s.dtype.itemsize * math.prod(s.shape[1:])
+        for s in fs.schema()
+        if s.group_name == group and s.attr_name in names
+    )
+    per_call = max(1, fs.connection.max_message_bytes // MESSAGE_SHARE // max(row_bytes, 1))
+    parts = [
+        fs.fetch_rows([TensorAttr(group, name, chunk) for name in names])
+        for chunk in ids.split(per_call)
+    ]
+    return [torch.cat([part[i] for part in parts]) for i in range(len(names))]
