@@ -1,0 +1,180 @@
+"""The feature cache and the prefetcher through a real server: exact batches, only misses travel."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from torch import Tensor
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.loader import NodeLoader
+
+from gnnstore.client import (
+    POLICY_NAMES,
+    Prefetcher,
+    RemoteFeatureStore,
+    RemoteNeighborSampler,
+    connect,
+    server_info,
+    server_stats,
+)
+from gnnstore.client.prefetch import THREAD_NAME
+from gnnstore.proto import graph_pb2
+from gnnstore.proto.codec import ids_from_proto, node_type_to_proto
+from gnnstore.proto.errors import InvalidRequestError
+from served import ServerProcess
+
+SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
+MULTI_GET = "/gnnstore.v1.FeatureService/MultiGet"
+ROW_BYTES = 8 * 4 + 8 + 3  # x (8 float32), y (int64) and three bool masks of the homo graph
+
+
+def hottest(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Global ids by out-degree, highest first, ties by ascending id."""
+    degree = torch.bincount(edge_index[0], minlength=num_nodes)
+    return torch.sort(-degree, stable=True).indices
+
+
+def requests(address: str, method: str) -> int:
+    stats = server_stats(address).get(method)
+    return 0 if stats is None else stats.requests
+
+
+def loader(fs: RemoteFeatureStore, gs: object, seeds: Tensor, **kwargs: object) -> NodeLoader:
+    sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs, seed=kwargs.pop("seed", None))
+    return NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=40, **kwargs)
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+@pytest.mark.parametrize("rows", [6, 120], ids=["smaller-than-a-batch", "30-percent"])
+def test_batches_are_exact_and_only_misses_travel(
+    homo_server: ServerProcess, homo_graph: Data, policy: str, rows: int
+) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=rows * ROW_BYTES, cache_policy=policy)
+    cache = fs.cache
+    distinct = 0
+    samples, multi_gets = requests(homo_server.address, SAMPLE), requests(homo_server.address, MULTI_GET)
+    batches = 0
+    for _ in range(2):
+        for batch in loader(fs, gs, torch.arange(0, 400, 2), shuffle=True):
+            for attr in ("x", "y", "train_mask", "val_mask", "test_mask"):
+                assert torch.equal(batch[attr], homo_graph[attr][batch.n_id]), attr
+            distinct += 5 * torch.unique(batch.n_id).numel()  # the cache counts per attr
+            batches += 1
+    total = cache.total()
+    assert total.hits + total.misses == distinct
+    assert total.static_hits + total.dynamic_hits == total.hits
+    assert fs.exchange.delivered_rows == total.misses  # rows that travelled = misses
+    assert fs.exchange.fetched_rows == 0
+    assert requests(homo_server.address, SAMPLE) - samples == batches  # one round trip per batch
+    assert requests(homo_server.address, MULTI_GET) == multi_gets
+    assert cache.nbytes <= rows * ROW_BYTES
+    if policy == "static":
+        assert total.dynamic_hits == 0 and total.static_hits > 0
+    if policy in ("lru", "sieve"):
+        assert total.static_hits == 0 and total.dynamic_hits > 0
+
+
+def test_the_hot_set_is_the_top_out_degree_nodes_and_saves_bytes(
+    homo_server: ServerProcess, homo_graph: Data
+) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=100 * ROW_BYTES, cache_policy="static")
+    expected = hottest(homo_graph.edge_index, homo_graph.num_nodes)[:100]
+    assert fs.exchange.hot[None].count == 100
+    assert fs.exchange.hot[None].version == server_info(homo_server.address).snapshot_version
+    assert torch.equal(fs.cache.known_ids(None), torch.sort(expected).values)
+    plain_fs, plain_gs = connect(homo_server.address)
+    sent = []
+    for store, graph_store in ((plain_fs, plain_gs), (fs, gs)):
+        before = server_stats(homo_server.address)[SAMPLE].bytes_sent
+        for batch in loader(store, graph_store, torch.arange(400), seed=7):
+            assert torch.equal(batch.x, homo_graph.x[batch.n_id])
+        sent.append(server_stats(homo_server.address)[SAMPLE].bytes_sent - before)
+    assert sent[1] < sent[0] - 0.2 * fs.cache.total().static_hits * 8 * 4  # the hot rows stayed home
+    assert fs.cache.total().static_hits > 0
+
+
+def test_hot_nodes_rpc_ranks_by_out_degree(homo_server: ServerProcess, homo_graph: Data) -> None:
+    fs, _ = connect(homo_server.address)
+    reply = fs.connection.call(
+        "GraphService", "HotNodes", graph_pb2.HotNodesRequest(node_type=node_type_to_proto(None), k=1000)
+    )
+    assert torch.equal(ids_from_proto(reply.ids), hottest(homo_graph.edge_index, homo_graph.num_nodes))
+
+
+def test_a_stale_or_foreign_hot_prefix_is_ignored_and_rows_stay_exact(
+    homo_server: ServerProcess, homo_graph: Data
+) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=100 * ROW_BYTES, cache_policy="static")
+    fs.exchange.hot[None] = type(fs.exchange.hot[None])(100, "another-version")
+    for batch in loader(fs, gs, torch.arange(0, 400, 4)):
+        assert torch.equal(batch.x, homo_graph.x[batch.n_id])
+    assert fs.exchange.fetched_rows == 0  # the server sent every row; hits were still served
+    assert fs.exchange.delivered_rows > fs.cache.total().misses
+
+
+def test_hetero_batches_are_exact_with_a_cache(hetero_server: ServerProcess, hetero_graph: HeteroData) -> None:
+    fs, gs = connect(hetero_server.address, cache_bytes=4000, cache_policy="static+sieve")
+    assert set(fs.exchange.hot) == {"paper", "author", "institution"}
+    sampler = RemoteNeighborSampler(fs, [3, 2], feature_store=fs)
+    for _ in range(2):
+        for batch in NodeLoader((fs, gs), node_sampler=sampler, input_nodes=("paper", torch.arange(80)),
+                                batch_size=16, shuffle=True):
+            for node_type in hetero_graph.node_types:
+                n_id = batch[node_type].n_id
+                assert torch.equal(batch[node_type].x, hetero_graph[node_type].x[n_id]), node_type
+            assert torch.equal(batch["paper"].y, hetero_graph["paper"].y[batch["paper"].n_id])
+    assert fs.exchange.delivered_rows == fs.cache.total().misses
+    assert fs.cache.total().hits > 0
+
+
+def test_prefetcher_yields_the_same_batches_in_the_same_order(
+    homo_server: ServerProcess, homo_graph: Data
+) -> None:
+    def epoch(prefetch: bool) -> list[Data]:
+        fs, gs = connect(homo_server.address, cache_bytes=60 * ROW_BYTES)
+        batches = loader(fs, gs, torch.arange(0, 400, 3), seed=11)
+        return list(Prefetcher(batches, depth=2) if prefetch else batches)
+
+    plain, prefetched = epoch(False), epoch(True)
+    assert len(plain) == len(prefetched) == 4
+    for a, b in zip(plain, prefetched):
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
+        assert torch.equal(a.x, b.x) and torch.equal(b.x, homo_graph.x[b.n_id])
+
+
+def test_stall_and_hit_rate_are_reported_per_epoch(homo_server: ServerProcess) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=100 * ROW_BYTES)
+    pf = Prefetcher(loader(fs, gs, torch.arange(400)), depth=2)
+    rates = []
+    for _ in range(2):
+        fs.cache.start_epoch()
+        assert sum(1 for _ in pf) == 10
+        assert pf.timing.batches == 10 and 0.0 <= pf.stall_fraction <= 1.0
+        assert 0.0 < pf.stall_seconds <= pf.timing.wall_seconds
+        rates.append(fs.cache.stats().hit_rate)
+    assert all(0.0 < rate < 1.0 for rate in rates)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_loader_error_reaches_the_training_loop(
+    homo_server: ServerProcess, num_workers: int
+) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=100 * ROW_BYTES)
+    seeds = torch.cat([torch.arange(80), torch.tensor([10_000])])  # the last batch has a bad id
+    pf = Prefetcher(loader(fs, gs, seeds, num_workers=num_workers), depth=2)
+    seen = 0
+    with pytest.raises(InvalidRequestError, match="10000"):
+        for _ in pf:
+            seen += 1
+    assert seen == 2
+    assert not [t for t in threading.enumerate() if t.name == THREAD_NAME]
+
+
+def test_connect_refuses_a_bad_cache(homo_server: ServerProcess) -> None:
+    with pytest.raises(InvalidRequestError, match="unknown cache policy"):
+        connect(homo_server.address, cache_bytes=1000, cache_policy="fifo")
+    with pytest.raises(InvalidRequestError, match="capacity_bytes"):
+        connect(homo_server.address, cache_bytes=-1)
+    fs, _ = connect(homo_server.address)
+    assert fs.cache is None
