@@ -1,35 +1,111 @@
-"""``gnnstore ingest``: a generated graph, Planetoid files or CSV/Parquet files into the stores."""
+"""``gnnstore ingest``: a generated graph, Planetoid files or CSV/Parquet files into the stores.
+
+The graph goes to Kùzu in ``--data-dir`` or, with ``--graph-backend neo4j``, to Neo4j; the
+features and the id map always go to RocksDB in ``--data-dir``. The graph options are read as
+the server reads them (``backend/config.py``): flag, else ``GNNSTORE_GRAPH_BACKEND``,
+``GNNSTORE_NEO4J_URI``, ``GNNSTORE_NEO4J_USER``; the password only from
+``GNNSTORE_NEO4J_PASSWORD``.
+"""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import dataclasses
+import functools
+import os
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 from torch_geometric.typing import EdgeType, NodeType
 
+from gnnstore.backend.config import GRAPH_BACKENDS, ServerConfig, load_config
 from gnnstore.ingest.file_source import KEY_COLUMN, LABEL_COLUMN, ingest_files
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.ingest.planetoid import load_planetoid
 from gnnstore.ingest.report import IngestReport
 from gnnstore.stores.data_dir import Stores, open_stores
+from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
 DEFAULT_DATA_DIR = Path("gnnstore-data")
+_DEFAULTS = ServerConfig()
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where an ingest writes.
+
+    Attributes:
+        data_dir: features and id map (RocksDB), and the Kùzu graph when ``graph_backend`` is
+            ``kuzu``.
+        graph_backend: ``kuzu`` or ``neo4j``.
+        neo4j_uri: the Bolt URI (``neo4j`` only).
+        neo4j_auth: ``(user, password)``, or ``None`` when no password is set (auth off).
+    """
+
+    data_dir: Path
+    graph_backend: str = "kuzu"
+    neo4j_uri: str = _DEFAULTS.neo4j_uri
+    neo4j_auth: tuple[str, str] | None = dataclasses.field(default=None, repr=False)
+
+
+def resolve_target(data_dir: Path, environ: Mapping[str, str], **flags: str | None) -> Target:
+    """The target from flags (``None``: unset), then ``GNNSTORE_*`` variables, then defaults.
+
+    Raises:
+        InvalidRequestError: a bad value in a ``GNNSTORE_*`` variable (the message names it).
+    """
+    config = load_config(None, environ, {**flags, "data_dir": data_dir})
+    auth = None if config.neo4j_password is None else (config.neo4j_user, config.neo4j_password)
+    return Target(config.data_dir, config.graph_backend, config.neo4j_uri, auth)
 
 
 def target_options(command: Callable) -> Callable:
-    """The options that say where the graph goes; every source command takes them."""
-    return click.option(
-        "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA_DIR,
-        show_default=True, help="Where the graph and feature stores live (created when missing).",
-    )(command)
+    """Add the options that say where the graph goes; the command receives ``target: Target``."""
+
+    @functools.wraps(command)
+    def with_target(
+        *args: object, data_dir: Path, graph_backend: str | None, neo4j_uri: str | None,
+        neo4j_user: str | None, **kwargs: object,
+    ) -> object:
+        target = resolve_target(data_dir, os.environ, graph_backend=graph_backend,
+                                neo4j_uri=neo4j_uri, neo4j_user=neo4j_user)
+        return command(*args, target=target, **kwargs)
+
+    options = [
+        click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+                     default=DEFAULT_DATA_DIR, show_default=True,
+                     help="Features, id map (and a Kùzu graph); created if missing."),
+        click.option("--graph-backend", type=click.Choice(GRAPH_BACKENDS),
+                     help="Where the graph goes: Kùzu in --data-dir, or Neo4j "
+                          f"($GNNSTORE_GRAPH_BACKEND).  [default: {_DEFAULTS.graph_backend}]"),
+        click.option("--neo4j-uri", help="Bolt URI of Neo4j ($GNNSTORE_NEO4J_URI).  "
+                                         f"[default: {_DEFAULTS.neo4j_uri}]"),
+        click.option("--neo4j-user", help="Neo4j user ($GNNSTORE_NEO4J_USER; password: "
+                                          f"$GNNSTORE_NEO4J_PASSWORD).  [default: {_DEFAULTS.neo4j_user}]"),
+    ]  # fmt: skip
+    for option in reversed(options):
+        with_target = option(with_target)
+    return with_target
 
 
 @contextmanager
-def open_target(data_dir: Path) -> Iterator[Stores]:
-    """Open the stores the target options name, for writing."""
-    with open_stores(data_dir) as stores:
+def open_target(target: Target) -> Iterator[Stores]:
+    """Open the stores ``target`` names, for writing (Neo4j writes show a progress bar).
+
+    Raises:
+        ServerUnavailableError: Neo4j does not answer or refuses the login; nothing is written.
+    """
+    graph = None
+    if target.graph_backend == "neo4j":
+        graph = Neo4jGraphStore(target.neo4j_uri, target.neo4j_auth, progress=True)
+        try:
+            graph.verify()
+        except BaseException:
+            graph.close()
+            raise
+    with open_stores(target.data_dir, graph_store=graph) as stores:
         yield stores
 
 
@@ -39,7 +115,7 @@ def _echo(report: IngestReport) -> None:
 
 @click.group("ingest")
 def ingest_command() -> None:
-    """Load a graph into the stores (Kùzu + RocksDB in --data-dir).
+    """Load a graph into the stores: RocksDB in --data-dir, the graph in Kùzu there or in Neo4j.
 
     Re-running the same ingest is safe: the same keys keep their ids and edge types are
     replaced, not appended.
@@ -58,14 +134,14 @@ def ingest_command() -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @target_options
 def generate_command(
-    nodes: int, avg_degree: float, features: int, classes: int, seed: int, data_dir: Path
+    nodes: int, avg_degree: float, features: int, classes: int, seed: int, target: Target
 ) -> None:
     """A power-law graph with planted classes, class-correlated features and splits."""
     if classes > nodes:
         raise click.BadParameter(f"{classes} classes need at least as many nodes, got {nodes}",
                                  param_hint="--classes")
     data = generate_graph(nodes, avg_degree, features, classes, seed=seed)
-    with open_target(data_dir) as stores:
+    with open_target(target) as stores:
         _echo(ingest_graph(data, stores, progress=True))
 
 
@@ -74,10 +150,10 @@ def generate_command(
 @click.option("--name", default="Cora", show_default=True,
               help="Dataset name: Cora, CiteSeer or PubMed (raw files ind.<name>.*).")
 @target_options
-def planetoid_command(raw_dir: Path, name: str, data_dir: Path) -> None:
+def planetoid_command(raw_dir: Path, name: str, target: Target) -> None:
     """PyG's Planetoid raw files (e.g. ../shared/data/planetoid/Cora/raw)."""
     data = load_planetoid(raw_dir, name)
-    with open_target(data_dir) as stores:
+    with open_target(target) as stores:
         _echo(ingest_graph(data, stores, progress=True))
 
 
@@ -96,7 +172,7 @@ def planetoid_command(raw_dir: Path, name: str, data_dir: Path) -> None:
 @target_options
 def files_command(
     node_specs: tuple[str, ...], edge_specs: tuple[str, ...], feature_specs: tuple[str, ...],
-    key_column: str, label_column: str, data_dir: Path,
+    key_column: str, label_column: str, target: Target,
 ) -> None:
     """Node and edge files; untyped paths make a homogeneous graph.
 
@@ -114,7 +190,7 @@ def files_command(
             "mix of untyped (homogeneous) and typed paths; type all of them or none",
             param_hint="--nodes/--edges/--features",
         )
-    with open_target(data_dir) as stores:
+    with open_target(target) as stores:
         _echo(ingest_files(stores, nodes=nodes, edges=edges, features=features,
                            key_column=key_column, label_column=label_column, progress=True))
 

@@ -25,12 +25,13 @@ from typing import Any
 import numpy as np
 import torch
 from neo4j import Driver, GraphDatabase, NotificationMinimumSeverity, RoutingControl
+from neo4j.exceptions import DriverError, Neo4jError
 from torch import Tensor
 from tqdm import tqdm
 from torch_geometric.data import EdgeAttr, EdgeLayout
 from torch_geometric.typing import EdgeTensorType, EdgeType
 
-from gnnstore.proto.errors import NotFoundError, PreconditionError
+from gnnstore.proto.errors import NotFoundError, PreconditionError, ServerUnavailableError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 from gnnstore.stores.edge_layout import from_coo, to_coo
 from gnnstore.stores.neo4j_schema import (
@@ -95,6 +96,22 @@ class Neo4jGraphStore(BaseGraphStore):
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_driver": None, "_pid": 0}  # never ship a socket
+
+    def verify(self) -> None:
+        """Check that Neo4j answers at ``uri`` and accepts the login, before any work.
+
+        Raises:
+            ServerUnavailableError: no answer, or the login is refused; the message names both.
+        """
+        try:
+            self.driver.verify_connectivity()
+        except (DriverError, Neo4jError) as exc:
+            user = "auth off" if self.auth is None else f"user {self.auth[0]!r}"
+            reason = " ".join(str(exc).split())  # the driver's message spans lines
+            raise ServerUnavailableError(
+                f"Neo4j at {self.uri} ({user}) cannot be used: {reason}; start it, or point "
+                "--neo4j-uri / GNNSTORE_NEO4J_URI, GNNSTORE_NEO4J_USER and GNNSTORE_NEO4J_PASSWORD at it"
+            ) from None
 
     def close(self) -> None:
         """Close this process's driver; the next call opens a new one."""

@@ -1,14 +1,17 @@
 """``gnnstore ingest``: each source end to end into a data dir, summary on stdout, one-line errors."""
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
 import pandas as pd
+import pytest
 import torch
 from click.testing import CliRunner
 
-from gnnstore.ingest.cli import ingest_command
+from gnnstore.ingest.cli import Target, ingest_command, resolve_target
+from gnnstore.proto.errors import InvalidRequestError
 from gnnstore.stores.data_dir import open_stores
 
 
@@ -90,3 +93,38 @@ def test_malformed_file_is_one_line_on_stderr_exit_1_and_nothing_stored(tmp_path
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     with open_stores(data_dir) as stores:
         assert stores.id_map.node_types() == [] and stores.feature_store.get_all_tensor_attrs() == []
+
+
+def test_target_reads_flags_then_the_servers_environment_names(tmp_path):
+    env = {"GNNSTORE_GRAPH_BACKEND": "neo4j", "GNNSTORE_NEO4J_URI": "bolt://db:7687",
+           "GNNSTORE_NEO4J_USER": "loader", "GNNSTORE_NEO4J_PASSWORD": "s3cret-pw"}
+    target = resolve_target(tmp_path, env, graph_backend=None, neo4j_uri=None, neo4j_user=None)
+    assert target == Target(tmp_path, "neo4j", "bolt://db:7687", ("loader", "s3cret-pw"))
+    assert "s3cret-pw" not in repr(target)
+    target = resolve_target(tmp_path, env, graph_backend="kuzu", neo4j_uri="bolt://x:1", neo4j_user="me")
+    assert (target.graph_backend, target.neo4j_uri, target.neo4j_auth) == ("kuzu", "bolt://x:1", ("me", "s3cret-pw"))
+    assert resolve_target(tmp_path, {}, graph_backend=None, neo4j_uri=None, neo4j_user=None) == Target(tmp_path)
+    with pytest.raises(InvalidRequestError, match="graph_backend must be one of"):
+        resolve_target(tmp_path, {"GNNSTORE_GRAPH_BACKEND": "postgres"}, graph_backend=None,
+                       neo4j_uri=None, neo4j_user=None)
+
+
+def test_password_is_never_a_flag(tmp_path):
+    result = CliRunner().invoke(ingest_command, ["generate", "--neo4j-password", "x", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "No such option '--neo4j-password'" in result.output
+
+
+def test_unreachable_neo4j_is_one_line_and_nothing_is_written(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once closed
+    data_dir = tmp_path / "data"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gnnstore", "ingest", "generate", "--nodes", "50", "--data-dir", str(data_dir),
+         "--graph-backend", "neo4j", "--neo4j-uri", f"bolt://127.0.0.1:{port}"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert f"Neo4j at bolt://127.0.0.1:{port} (auth off) cannot be used" in line and "GNNSTORE_NEO4J_URI" in line
+    assert "Traceback" not in proc.stderr and not data_dir.exists()
