@@ -7,7 +7,8 @@ and auth off. Neo4j starts once per session and only when a test asks for it. Un
 a Neo4j test is never skipped: if neither path works the fixture fails with the reason.
 
 Use it from any conftest with ``from neo4j_server import neo4j_server  # noqa: F401`` (``tests/``
-is on ``sys.path``), or as a plugin with ``-p neo4j_server``.
+is on ``sys.path``), or as a plugin with ``-p neo4j_server``; ``wipe(uri, auth)`` empties the
+database before a test writes its graph.
 """
 from __future__ import annotations
 
@@ -159,6 +160,27 @@ class LocalNeo4j:
                 tail = path.read_text(errors="replace").splitlines()[-lines:]
                 parts.append(f"--- {path} (last {len(tail)} lines)\n" + "\n".join(tail))
         return "\n".join(parts) or f"(no log under {self.home})"
+
+
+def wipe(uri: str, auth: Auth) -> None:
+    """Delete every node and relationship, and every constraint and index gnnstore did not make.
+
+    gnnstore's own (``gnnstore_*``: unique ids, eid indexes) stay: they are created
+    ``IF NOT EXISTS``, constrain nothing on an empty database, and cost a second each to rebuild.
+    """
+    from neo4j import GraphDatabase
+
+    with GraphDatabase.driver(uri, auth=auth) as driver:
+        with driver.session() as session:  # CALL ... IN TRANSACTIONS needs an implicit transaction
+            session.run("MATCH (n) CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 10000 ROWS").consume()
+        for record in driver.execute_query("SHOW CONSTRAINTS YIELD name").records:
+            if not record["name"].startswith("gnnstore_"):
+                driver.execute_query(f"DROP CONSTRAINT `{record['name']}` IF EXISTS")
+        indexes = driver.execute_query("SHOW INDEXES YIELD name, type, owningConstraint").records
+        for record in indexes:
+            name = record["name"]
+            if record["type"] != "LOOKUP" and not record["owningConstraint"] and not name.startswith("gnnstore_"):
+                driver.execute_query(f"DROP INDEX `{name}` IF EXISTS")
 
 
 def _unavailable(reason: str) -> None:

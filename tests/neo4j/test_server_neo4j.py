@@ -5,43 +5,22 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader, NodeLoader
 
-from gnnstore.backend.server_process import ServerProcess
 from gnnstore.client import RemoteNeighborSampler, connect, server_info
 from gnnstore.ingest.generator import generate_graph
-from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.proto.errors import InvalidRequestError
-from gnnstore.stores.data_dir import Stores
-from gnnstore.stores.id_map import IdMap
-from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
-from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
+from served import ingest_into_neo4j, start_neo4j_server
 
 pytestmark = pytest.mark.neo4j
-
-
-def _ingest_into_neo4j(graph: Data, data_dir: Path, uri: str, auth: tuple | None) -> None:
-    data_dir.mkdir(parents=True)
-    stores = Stores(RocksDBFeatureStore(data_dir / "features"), Neo4jGraphStore(uri, auth),
-                    IdMap(data_dir / "idmap"))
-    with stores:
-        ingest_graph(graph, stores)
-
-
-def _serve(data_dir: Path, uri: str, auth: tuple | None, sampling: str) -> ServerProcess:
-    env = {} if auth is None else {"GNNSTORE_NEO4J_USER": auth[0], "GNNSTORE_NEO4J_PASSWORD": auth[1]}
-    return ServerProcess(data_dir, "--graph-backend", "neo4j", "--neo4j-uri", uri,
-                         "--neo4j-sampling", sampling, "--read-only",
-                         log=data_dir.parent / f"server-{sampling}.log", env=env)
 
 
 @pytest.mark.parametrize("sampling", ["snapshot", "live"])
 def test_loaders_over_a_neo4j_graph(neo4j_clean: tuple, tmp_path: Path, sampling: str) -> None:
     uri, auth = neo4j_clean
     graph = generate_graph(150, 4.0, 6, 3, seed=5)
-    _ingest_into_neo4j(graph, tmp_path / "data", uri, auth)
-    with _serve(tmp_path / "data", uri, auth, sampling) as server:
+    ingest_into_neo4j(graph, tmp_path / "data", uri, auth)
+    with start_neo4j_server(tmp_path / "data", uri, auth, "--read-only", sampling=sampling) as server:
         assert f"neo4j {tmp_path / 'data'} | {sampling}" in server.startup_line
         info = server_info(server.address)
         assert info.graph_backend == "neo4j" and info.num_nodes == {None: 150}
