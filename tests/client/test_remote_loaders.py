@@ -1,4 +1,5 @@
-"""PyG's loaders over a served graph: every batch equals the store, one round trip per batch."""
+"""PyG's loaders over a served graph, from Kùzu and from Neo4j: every batch equals the store, one
+round trip per batch."""
 from __future__ import annotations
 
 import pytest
@@ -26,13 +27,13 @@ def _check_homo_batch(batch: Data, graph: Data) -> None:
 
 @pytest.mark.parametrize("with_features", [True, False])
 def test_node_loader_batches_equal_the_store(
-    homo_server: ServerProcess, homo_graph: Data, with_features: bool
+    served_homo: ServerProcess, homo_graph: Data, with_features: bool
 ) -> None:
-    fs, gs = connect(homo_server.address)
+    fs, gs = connect(served_homo.address)
     sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs if with_features else None)
     seeds = torch.arange(10, 130)
     loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=32)
-    before = _requests(homo_server.address, MULTI_GET)
+    before = _requests(served_homo.address, MULTI_GET)
     batches = 0
     for i, batch in enumerate(loader):
         _check_homo_batch(batch, homo_graph)
@@ -41,12 +42,12 @@ def test_node_loader_batches_equal_the_store(
         assert torch.equal(batch.input_id, torch.arange(32 * i, 32 * i + size))
         assert batch.e_id.dtype == torch.long
         batches += 1
-    extra_calls = _requests(homo_server.address, MULTI_GET) - before
+    extra_calls = _requests(served_homo.address, MULTI_GET) - before
     assert extra_calls == (0 if with_features else batches)  # rows rode with the sample
 
 
-def test_neighbor_loader_accepts_the_remote_sampler(homo_server: ServerProcess, homo_graph: Data) -> None:
-    fs, gs = connect(homo_server.address)
+def test_neighbor_loader_accepts_the_remote_sampler(served_homo: ServerProcess, homo_graph: Data) -> None:
+    fs, gs = connect(served_homo.address)
     sampler = RemoteNeighborSampler(gs, [4, 2], feature_store=fs)
     loader = NeighborLoader((fs, gs), num_neighbors=[4, 2], neighbor_sampler=sampler,
                             input_nodes=torch.arange(50), batch_size=25)
@@ -56,8 +57,8 @@ def test_neighbor_loader_accepts_the_remote_sampler(homo_server: ServerProcess, 
         _check_homo_batch(batch, homo_graph)
 
 
-def test_disjoint_sampling_gives_each_seed_its_tree(homo_server: ServerProcess, homo_graph: Data) -> None:
-    fs, gs = connect(homo_server.address)
+def test_disjoint_sampling_gives_each_seed_its_tree(served_homo: ServerProcess, homo_graph: Data) -> None:
+    fs, gs = connect(served_homo.address)
     sampler = RemoteNeighborSampler(fs, [3, 2], disjoint=True, feature_store=fs)
     batch = next(iter(NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(16), batch_size=16)))
     _check_homo_batch(batch, homo_graph)
@@ -65,8 +66,8 @@ def test_disjoint_sampling_gives_each_seed_its_tree(homo_server: ServerProcess, 
     assert torch.equal(batch.batch[:16], torch.arange(16))
 
 
-def test_a_seed_repeats_the_batches(homo_server: ServerProcess) -> None:
-    fs, gs = connect(homo_server.address)
+def test_a_seed_repeats_the_batches(served_homo: ServerProcess) -> None:
+    fs, gs = connect(served_homo.address)
 
     def first_batch() -> Data:
         sampler = RemoteNeighborSampler(fs, [5, 5], seed=7)
@@ -78,9 +79,9 @@ def test_a_seed_repeats_the_batches(homo_server: ServerProcess) -> None:
 
 
 def test_link_loader_binary_negatives_are_local_and_carry_features(
-    homo_server: ServerProcess, homo_graph: Data
+    served_homo: ServerProcess, homo_graph: Data
 ) -> None:
-    fs, gs = connect(homo_server.address)
+    fs, gs = connect(served_homo.address)
     sampler = RemoteNeighborSampler(fs, [4, 2], feature_store=fs)
     links = homo_graph.edge_index[:, :90]
     loader = LinkNeighborLoader((fs, gs), num_neighbors=[4, 2], neighbor_sampler=sampler,
@@ -101,9 +102,9 @@ def test_link_loader_binary_negatives_are_local_and_carry_features(
 
 @pytest.mark.parametrize("amount", [1, 3])
 def test_link_loader_triplet_indices_map_to_global_ids(
-    homo_server: ServerProcess, homo_graph: Data, amount: int
+    served_homo: ServerProcess, homo_graph: Data, amount: int
 ) -> None:
-    fs, gs = connect(homo_server.address)
+    fs, gs = connect(served_homo.address)
     sampler = RemoteNeighborSampler(fs, [4, 2], feature_store=fs)
     links = homo_graph.edge_index[:, 100:160]
     loader = LinkNeighborLoader((fs, gs), num_neighbors=[4, 2], neighbor_sampler=sampler,
@@ -133,24 +134,24 @@ def _check_hetero_batch(batch: HeteroData, graph: HeteroData) -> None:
         assert torch.equal(glob, graph[edge_type].edge_index[:, batch[edge_type].e_id]), edge_type
 
 
-def test_hetero_node_loader(hetero_server: ServerProcess, hetero_graph: HeteroData) -> None:
-    fs, gs = connect(hetero_server.address)
+def test_hetero_node_loader(served_hetero: ServerProcess, hetero_graph: HeteroData) -> None:
+    fs, gs = connect(served_hetero.address)
     sampler = RemoteNeighborSampler(fs, [3, 2], feature_store=fs)
     seeds = torch.arange(5, 65)
     loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=("paper", seeds), batch_size=16)
-    before = _requests(hetero_server.address, MULTI_GET)
+    before = _requests(served_hetero.address, MULTI_GET)
     for i, batch in enumerate(loader):
         _check_hetero_batch(batch, hetero_graph)
         size = batch["paper"].batch_size
         assert torch.equal(batch["paper"].n_id[:size], seeds[16 * i : 16 * i + size])
         assert torch.equal(batch["paper"].y, hetero_graph["paper"].y[batch["paper"].n_id])
-    assert _requests(hetero_server.address, MULTI_GET) == before
+    assert _requests(served_hetero.address, MULTI_GET) == before
 
 
 def test_hetero_node_loader_with_per_edge_type_fanouts(
-    hetero_server: ServerProcess, hetero_graph: HeteroData
+    served_hetero: ServerProcess, hetero_graph: HeteroData
 ) -> None:
-    fs, gs = connect(hetero_server.address)
+    fs, gs = connect(served_hetero.address)
     fanouts = {et: [2, 1] for et in hetero_graph.edge_types}
     fanouts[("paper", "cites", "paper")] = [-1, 0]
     sampler = RemoteNeighborSampler(fs, fanouts, feature_store=fs)
@@ -164,9 +165,9 @@ def test_hetero_node_loader_with_per_edge_type_fanouts(
 @pytest.mark.parametrize("mode", ["binary", "triplet"])
 @pytest.mark.parametrize("edge_type", [("author", "writes", "paper"), ("paper", "cites", "paper")])
 def test_hetero_link_loader(
-    hetero_server: ServerProcess, hetero_graph: HeteroData, mode: str, edge_type: tuple
+    served_hetero: ServerProcess, hetero_graph: HeteroData, mode: str, edge_type: tuple
 ) -> None:
-    fs, gs = connect(hetero_server.address)
+    fs, gs = connect(served_hetero.address)
     sampler = RemoteNeighborSampler(fs, [3, 2], feature_store=fs)
     src, _, dst = edge_type
     links = hetero_graph[edge_type].edge_index[:, :40]
