@@ -20,8 +20,9 @@ import click
 import pytest
 import yaml
 
-from gnnstore.backend.config import ENV_PREFIX, ServerConfig
+from gnnstore.backend.config import ENV_PREFIX, ServerConfig, load_config
 from gnnstore.cli import cli
+from gnnstore.ingest.cli import resolve_target
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -117,6 +118,20 @@ def test_both_gnnstore_services_build_the_dockerfile() -> None:
 @pytest.mark.parametrize("service", ["gnnstore", "ingest"])
 def test_compose_commands_exist(service: str) -> None:
     assert_runs_a_real_command(SERVICES[service]["command"])
+
+
+def test_ingest_loads_the_graph_into_the_neo4j_the_server_reads() -> None:
+    argv = SERVICES["ingest"]["command"]
+    generate = cli.commands["ingest"].commands["generate"]
+    params = generate.make_context("generate", argv[3:]).params
+    env = environment("ingest") | {"GNNSTORE_NEO4J_PASSWORD": "from-the-shell"}  # compose fills it in
+    target = resolve_target(params["data_dir"], env, graph_backend=params["graph_backend"],
+                            neo4j_uri=params["neo4j_uri"], neo4j_user=params["neo4j_user"])
+    served = load_config(None, environment("gnnstore") | {"GNNSTORE_NEO4J_PASSWORD": "from-the-shell"})
+    assert target.graph_backend == served.graph_backend == "neo4j"
+    assert target.neo4j_uri == served.neo4j_uri == "bolt://neo4j:7687"
+    assert target.neo4j_auth == (served.neo4j_user, served.neo4j_password)
+    assert target.data_dir == served.data_dir  # features and ids where the server reads them
 
 
 def test_dockerfile_base_user_install_and_command() -> None:
