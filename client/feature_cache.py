@@ -179,6 +179,7 @@ class FeatureCache:
                 spec, static_rows, rows - static_rows, dynamic, self.device
             )
         self.hits = self.misses = self.static_hits = self.dynamic_hits = 0
+        self._memo: tuple[Tensor, int, tuple[np.ndarray, np.ndarray]] | None = None
         self._epoch_start = CacheStats()
         self._lock = threading.Lock()
         logger.info(
@@ -232,7 +233,7 @@ class FeatureCache:
             NotFoundError: the (node type, attr) is not cached.
         """
         slot = self._slot(group_name, attr_name)
-        uniq, inverse = np.unique(self._check_ids(slot, ids), return_inverse=True)
+        uniq, inverse = self._distinct(slot, ids)
         with self._lock:
             pos_u = self._find(slot, uniq)
             pos = pos_u[inverse]
@@ -362,7 +363,7 @@ class FeatureCache:
                 slot.clear()
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+        return {k: (None if k == "_memo" else v) for k, v in self.__dict__.items() if k != "_lock"}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -401,6 +402,21 @@ class FeatureCache:
             if dyn.size:
                 slot.policy.touch(dyn)
         return pos
+
+    def _distinct(self, slot: _Slot, ids: Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``np.unique(ids, return_inverse=True)``, computed once for the attrs of one batch.
+
+        A loader reads every attr of a node type with the same index tensor; it is recognised
+        by identity and torch's in-place version counter, so an edited tensor is recomputed.
+        """
+        if not isinstance(ids, Tensor):
+            return np.unique(self._check_ids(slot, ids), return_inverse=True)
+        memo = self._memo
+        if memo is not None and memo[0] is ids and memo[1] == ids._version:
+            return memo[2]
+        result = np.unique(self._check_ids(slot, ids), return_inverse=True)
+        self._memo = (ids, ids._version, result)
+        return result
 
     def _slot(self, group_name: Any, attr_name: str) -> _Slot:
         slot = self._slots.get((group_name, attr_name))

@@ -216,3 +216,12 @@ def test_cuda_resident_cache_returns_exact_rows_on_the_gpu(policy: str) -> None:
         out = cache.read("paper", "x", ids, src)
         assert out.is_cuda and torch.equal(out.cpu(), x[ids])
     assert cache.hits > 0
+
+
+def test_an_index_edited_in_place_between_reads_is_read_afresh() -> None:
+    x = torch.randn(30, 2)
+    cache = FeatureCache(10 * 8 * 2, [CachedAttr(None, "x", x.dtype, x.shape), CachedAttr(None, "z", x.dtype, x.shape)])
+    ids = torch.tensor([4, 1, 4])
+    assert torch.equal(cache.read(None, "x", ids, lambda m: x[m]), x[ids])
+    ids[0] = 7  # the same tensor object, new contents
+    assert torch.equal(cache.read(None, "z", ids, lambda m: x[m]), x[ids])
