@@ -4,8 +4,8 @@ Starts the embedded Neo4j 5.26 the test suite uses (``tests/neo4j_server.py``) o
 with a temporary data folder, unless ``--uri`` names a running, empty one. Run it under ``nice``
 on a shared machine:
 
-    nice -n 10 python benchmarks/neo4j.py            # 100k nodes, 1M edges
-    nice -n 10 python benchmarks/neo4j.py --small    # 20k nodes, 100k edges
+    nice -n 10 python benchmarks/neo4j_backend.py            # 100k nodes, 1M edges
+    nice -n 10 python benchmarks/neo4j_backend.py --small    # 20k nodes, 100k edges
 """
 from __future__ import annotations
 
@@ -20,11 +20,7 @@ from pathlib import Path
 import torch
 from torch_geometric.sampler import NodeSamplerInput
 
-# This file is named neo4j.py: drop its folder from the path, or `import neo4j` finds it, not
-# the driver. Then put tests/ first for the suite's launcher.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the suite's launcher
 
 from neo4j_server import LocalNeo4j  # noqa: E402
 
