@@ -29,7 +29,6 @@ from gnnstore.proto.sample_codec import NumNeighbors
 from gnnstore.stores.data_dir import FEATURES, GRAPH, IDMAP, SNAPSHOTS, Stores, open_stores
 from gnnstore.stores.id_map import IdMap
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
-from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 logger = logging.getLogger(__name__)
 
@@ -142,17 +141,16 @@ def _open_stores(config: ServerConfig) -> Stores:
 
 
 def _open_neo4j_stores(config: ServerConfig) -> Stores:
-    """RocksDB features and id map from ``data_dir``, the graph from Neo4j."""
+    """RocksDB features and id map from ``data_dir``, the graph from Neo4j (checked to answer)."""
     auth = None if config.neo4j_password is None else (config.neo4j_user, config.neo4j_password)
-    features = RocksDBFeatureStore(config.data_dir / FEATURES, read_only=config.read_only)
-    try:
-        id_map = IdMap(config.data_dir / IDMAP, read_only=config.read_only)
-    except BaseException:
-        features.close()
-        raise
     graph = Neo4jGraphStore(config.neo4j_uri, auth)
+    try:
+        graph.verify()
+    except BaseException:
+        graph.close()
+        raise
     logger.info("graph in Neo4j at %s as %s", config.neo4j_uri, config.neo4j_user)
-    return Stores(features, graph, id_map)
+    return open_stores(config.data_dir, read_only=config.read_only, graph_store=graph)
 
 
 def _snapshot(

@@ -1,6 +1,9 @@
 """``gnnstore serve --graph-backend neo4j``: the graph in Neo4j, features and ids in the data dir."""
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ from torch_geometric.loader import LinkNeighborLoader, NodeLoader
 from gnnstore.client import RemoteNeighborSampler, connect, server_info
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.proto.errors import InvalidRequestError
-from served import ingest_into_neo4j, start_neo4j_server
+from served import ingest, ingest_into_neo4j, start_neo4j_server
 
 pytestmark = pytest.mark.neo4j
 
@@ -39,3 +42,18 @@ def test_loaders_over_a_neo4j_graph(neo4j_clean: tuple, tmp_path: Path, sampling
             with pytest.raises(InvalidRequestError, match="without replacement"):
                 next(iter(NodeLoader((fs, gs), node_sampler=RemoteNeighborSampler(fs, [2], replace=True),
                                      input_nodes=torch.arange(4), batch_size=4)))
+
+
+def test_unreachable_neo4j_exits_with_what_to_do(tmp_path: Path) -> None:
+    data_dir = ingest(generate_graph(20, 2.0, 2, 2, seed=0), tmp_path / "data")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once closed
+    result = subprocess.run(
+        [sys.executable, "-m", "gnnstore", "serve", "--data-dir", str(data_dir), "--port", "0",
+         "--graph-backend", "neo4j", "--neo4j-uri", f"bolt://127.0.0.1:{port}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1 and result.stdout == ""  # no start-up line: nothing was bound
+    assert f"error: Neo4j at bolt://127.0.0.1:{port} (auth off) cannot be used" in result.stderr
+    assert "GNNSTORE_NEO4J_URI" in result.stderr and "Traceback" not in result.stderr
