@@ -388,7 +388,9 @@ class Neo4jGraphStore(BaseGraphStore):
         logger.info("stored %d edges of %r in Neo4j (generation %d)", len(rows), schema.edge_type, gen)
         return gen
 
-    def _write_batch(self, schema: EdgeSchema, gen: int, row: np.ndarray, col: np.ndarray, eid: np.ndarray) -> None:
+    def _write_batch(
+        self, schema: EdgeSchema, gen: int, row: np.ndarray, col: np.ndarray, eid: np.ndarray
+    ) -> None:
         """One transaction: relationships ``row[i] -> col[i]`` with ``eid[i]``, of generation ``gen``."""
         self._write(
             "UNWIND range(0, size($row) - 1) AS i "

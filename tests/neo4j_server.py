@@ -179,7 +179,8 @@ def wipe(uri: str, auth: Auth) -> None:
         indexes = driver.execute_query("SHOW INDEXES YIELD name, type, owningConstraint").records
         for record in indexes:
             name = record["name"]
-            if record["type"] != "LOOKUP" and not record["owningConstraint"] and not name.startswith("gnnstore_"):
+            ours = name.startswith("gnnstore_") or record["owningConstraint"]
+            if record["type"] != "LOOKUP" and not ours:
                 driver.execute_query(f"DROP INDEX `{name}` IF EXISTS")
 
 

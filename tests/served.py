@@ -42,7 +42,9 @@ def ingest_into_neo4j(data: Data | HeteroData, data_dir: Path, uri: str, auth: A
     return ingest(data, data_dir, Neo4jGraphStore(uri, auth))
 
 
-def start_server(data_dir: Path, *args: str, env: dict[str, str] | None = None, name: str = "server") -> ServerProcess:
+def start_server(
+    data_dir: Path, *args: str, env: dict[str, str] | None = None, name: str = "server"
+) -> ServerProcess:
     """``gnnstore serve`` over ``data_dir``, its log beside the folder as ``<folder>-<name>.log``."""
     return ServerProcess(data_dir, *args, log=data_dir.parent / f"{data_dir.name}-{name}.log", env=env)
 

@@ -66,7 +66,8 @@ class Neo4jServers:
         """The server over ``graph`` (called ``name``), started unless it is the running one."""
         if name != self.name or self.server is None:
             self.stop()
-            data_dir = ingest_into_neo4j(graph, self.folders.mktemp(f"neo4j-{name}") / "data", self.uri, self.auth)
+            folder = self.folders.mktemp(f"neo4j-{name}")
+            data_dir = ingest_into_neo4j(graph, folder / "data", self.uri, self.auth)
             self.server = start_neo4j_server(data_dir, self.uri, self.auth, "--read-only")
             self.name = name
         return self.server
@@ -103,7 +104,9 @@ def served_homo(graph_backend: str, homo_graph: Data, request: pytest.FixtureReq
 
 
 @pytest.fixture
-def served_hetero(graph_backend: str, hetero_graph: HeteroData, request: pytest.FixtureRequest) -> ServerProcess:
+def served_hetero(
+    graph_backend: str, hetero_graph: HeteroData, request: pytest.FixtureRequest
+) -> ServerProcess:
     """``hetero_graph`` served from ``graph_backend``."""
     if graph_backend == "kuzu":
         return request.getfixturevalue("hetero_server")

@@ -53,7 +53,9 @@ def test_cora_through_neo4j_matches_kuzu(
     assert abs(through_neo4j - through_kuzu) <= 0.02, f"Neo4j {through_neo4j:.3f} vs Kùzu {through_kuzu:.3f}"
 
 
-def test_live_server_batches_hold_only_stored_edges(cora: Data, neo4j_cora_dir: Path, neo4j_server: tuple) -> None:
+def test_live_server_batches_hold_only_stored_edges(
+    cora: Data, neo4j_cora_dir: Path, neo4j_server: tuple
+) -> None:
     in_degree = torch.bincount(cora.edge_index[1], minlength=cora.num_nodes)
     seeds = torch.randperm(cora.num_nodes, generator=torch.Generator().manual_seed(0))[:300]
     with start_neo4j_server(neo4j_cora_dir, *neo4j_server, "--read-only", sampling="live") as server:
