@@ -8,7 +8,8 @@ the same seeds (1024 per batch, fanouts [15, 10]):
 * in memory: gnnstore's engine in-process over the tensors (``SnapshotNeighborSampler`` in a
   PyG ``NodeLoader``), and PyG's ``NeighborLoader`` when pyg-lib or torch-sparse is installed;
 * remote: no cache and no prefetch, prefetch 2, static / SIEVE / static+SIEVE caches at 5% and
-  20% of the nodes, and the 20% caches with prefetch 2;
+  20% of the nodes, the 20% caches with prefetch 2, and the static one also with 2 loader
+  workers (two sampling RPCs in flight);
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
   through the remote backend (20% static+SIEVE cache, prefetch 2);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M).
@@ -67,6 +68,7 @@ class Phase:
     cache_fraction: float = 0.0
     policy: str = "static+sieve"
     prefetch: int = 0
+    workers: int = 0
     train: bool = False
 
 
@@ -116,7 +118,8 @@ def _loader(phase: Phase, seeds: Tensor) -> tuple[object, object | None]:
             fs, gs = connect(phase.address, cache_bytes=cache_bytes, cache_policy=phase.policy)
             cache = fs.cache
         sampler = RemoteNeighborSampler(fs, fanouts, feature_store=fs)
-        loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=phase.batch_size)
+        loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=phase.batch_size,
+                            num_workers=phase.workers)
     return (Prefetcher(loader, depth=phase.prefetch) if phase.prefetch else loader), cache
 
 
@@ -165,7 +168,7 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
     close = getattr(loader, "close", None)
     if close is not None:
         close()
-    stats = cache.stats() if cache is not None else None
+    stats = cache.stats() if cache is not None and not phase.workers else None  # workers hold copies
     lookups = max(stats.hits + stats.misses, 1) if stats is not None else 1
     return Result(
         phase,
@@ -299,16 +302,20 @@ def main() -> None:
         with ServerProcess(data_dir, "--read-only", log=work / "server.log", startup_timeout=3600) as server:
             print(f"server up in {time.perf_counter() - started:.0f} s: {server.startup_line[:120]}", flush=True)
             remote = replace(common, kind="remote", graph_file="", address=server.address)
-            configs = [("remote: no cache", 0.0, "static", 0), ("remote: no cache, prefetch 2", 0.0, "static", 2)]
-            configs += [
+            configs = [
                 (f"remote: {policy} {share:.0%}", share, policy, 0)
                 for share in (0.05, 0.2) for policy in ("static", "sieve", "static+sieve")
             ]
+            configs += [("remote: no cache", 0.0, "static", 0), ("remote: no cache, prefetch 2", 0.0, "static", 2)]
             configs += [(f"remote: {p} 20%, prefetch 2", 0.2, p, 2) for p in ("static", "static+sieve")]
             for name, share, policy, prefetch in configs:
                 results.append(in_fresh_process(
                     replace(remote, name=name, cache_fraction=share, policy=policy, prefetch=prefetch), seeds
                 ))
+            results.append(in_fresh_process(replace(  # two RPCs in flight: the wire is the bottleneck
+                remote, name="remote: static 20%, prefetch 2, 2 workers", cache_fraction=0.2,
+                policy="static", prefetch=2, workers=2,
+            ), seeds))
             train = replace(common, kind="engine", batches=args.train_batches, warmup=0, train=True)
             memory_train = in_fresh_process(replace(train, name="train epoch: in memory"), seeds)
             remote_train = in_fresh_process(replace(
