@@ -113,7 +113,9 @@ def test_a_stale_or_foreign_hot_prefix_is_ignored_and_rows_stay_exact(
     assert fs.exchange.delivered_rows > fs.cache.total().misses
 
 
-def test_hetero_batches_are_exact_with_a_cache(hetero_server: ServerProcess, hetero_graph: HeteroData) -> None:
+def test_hetero_batches_are_exact_with_a_cache(
+    hetero_server: ServerProcess, hetero_graph: HeteroData
+) -> None:
     fs, gs = connect(hetero_server.address, cache_bytes=4000, cache_policy="static+sieve")
     assert set(fs.exchange.hot) == {"paper", "author", "institution"}
     sampler = RemoteNeighborSampler(fs, [3, 2], feature_store=fs)

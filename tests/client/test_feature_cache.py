@@ -220,7 +220,8 @@ def test_cuda_resident_cache_returns_exact_rows_on_the_gpu(policy: str) -> None:
 
 def test_an_index_edited_in_place_between_reads_is_read_afresh() -> None:
     x = torch.randn(30, 2)
-    cache = FeatureCache(10 * 8 * 2, [CachedAttr(None, "x", x.dtype, x.shape), CachedAttr(None, "z", x.dtype, x.shape)])
+    specs = [CachedAttr(None, "x", x.dtype, x.shape), CachedAttr(None, "z", x.dtype, x.shape)]
+    cache = FeatureCache(10 * 8 * 2, specs)
     ids = torch.tensor([4, 1, 4])
     assert torch.equal(cache.read(None, "x", ids, lambda m: x[m]), x[ids])
     ids[0] = 7  # the same tensor object, new contents
