@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from gnnstore.backend.config import GRAPH_BACKENDS, NEO4J_SAMPLING_MODES, ServerConfig, load_config
+from gnnstore.config import GRAPH_BACKENDS, NEO4J_SAMPLING_MODES, ServerConfig, load_config
 from gnnstore.backend.server import serve
 
 _DEFAULTS = ServerConfig()

@@ -17,7 +17,7 @@ from typing import Any
 from torch_geometric.sampler import BaseSampler
 from torch_geometric.typing import EdgeType, NodeType
 
-from gnnstore.backend.config import ServerConfig
+from gnnstore.config import ServerConfig
 from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.feature_tier import FeatureTier
 from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler

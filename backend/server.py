@@ -17,7 +17,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from gnnstore.backend.admin_service import AdminServicer
-from gnnstore.backend.config import ServerConfig
+from gnnstore.config import ServerConfig
 from gnnstore.backend.feature_service import FeatureServicer
 from gnnstore.backend.graph_service import GraphServicer
 from gnnstore.backend.idmap_service import IdMapServicer

@@ -2,7 +2,7 @@
 
 The graph goes to Kùzu in ``--data-dir`` or, with ``--graph-backend neo4j``, to Neo4j; the
 features and the id map always go to RocksDB in ``--data-dir``. The graph options are read as
-the server reads them (``backend/config.py``): flag, else ``GNNSTORE_GRAPH_BACKEND``,
+the server reads them (``gnnstore.config``): flag, else ``GNNSTORE_GRAPH_BACKEND``,
 ``GNNSTORE_NEO4J_URI``, ``GNNSTORE_NEO4J_USER``; the password only from
 ``GNNSTORE_NEO4J_PASSWORD``.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 from torch_geometric.typing import EdgeType, NodeType
 
-from gnnstore.backend.config import GRAPH_BACKENDS, ServerConfig, load_config
+from gnnstore.config import GRAPH_BACKENDS, ServerConfig, load_config
 from gnnstore.ingest.file_source import KEY_COLUMN, LABEL_COLUMN, ingest_files
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph

@@ -20,7 +20,7 @@ import click
 import pytest
 import yaml
 
-from gnnstore.backend.config import ENV_PREFIX, ServerConfig, load_config
+from gnnstore.config import ENV_PREFIX, ServerConfig, load_config
 from gnnstore.cli import cli
 from gnnstore.ingest.cli import resolve_target
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gnnstore.backend.config import ServerConfig, load_config
+from gnnstore.config import ServerConfig, load_config
 from gnnstore.proto.errors import InvalidRequestError, MalformedFileError
 
 

@@ -1,4 +1,4 @@
-"""The server's configuration: one frozen dataclass from a TOML file, then ``GNNSTORE_*``, then flags.
+"""gnnstore's configuration (serve, and ingest's graph target): a TOML file, then ``GNNSTORE_*``, then flags.
 
 Each field has one name everywhere: ``port`` in the TOML file, ``GNNSTORE_PORT`` in the
 environment, ``--port`` on the command line; later sources override earlier ones. Unknown keys
