@@ -1,4 +1,4 @@
-"""PyG stores over embedded databases (RocksDB, Kùzu) and the persistent node-key id map."""
+"""PyG stores over RocksDB, Kùzu and the id map; Neo4jGraphStore lives in ``gnnstore.stores.neo4j_graph_store`` ([neo4j] extra)."""
 from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.data_dir import Stores, open_stores
 from gnnstore.stores.id_map import IdMap
