@@ -9,6 +9,7 @@ from gnnstore.backend.error_translation import translate_errors
 from gnnstore.backend.feature_service import schema_to_proto
 from gnnstore.backend.metrics import Metrics
 from gnnstore.backend.served_data import GraphSummary
+from gnnstore.backend.topology import edge_ends
 from gnnstore.proto import admin_pb2, admin_pb2_grpc
 from gnnstore.proto.codec import edge_type_to_proto, node_type_to_proto
 
@@ -55,7 +56,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             for node_type, count in summary.num_nodes.items():
                 reply.node_types.add(node_type=node_type_to_proto(node_type), num_nodes=count)
             for edge_type, count in summary.num_edges.items():
-                src, dst = (None, None) if edge_type is None else (edge_type[0], edge_type[-1])
+                src, dst = edge_ends(edge_type)
                 reply.edge_types.add(
                     edge_type=edge_type_to_proto(edge_type),
                     num_edges=count,

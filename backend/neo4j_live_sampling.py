@@ -26,6 +26,7 @@ from torch_geometric.sampler import (
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 from torch_geometric.typing import EdgeType, NodeType
 
+from gnnstore.backend.topology import edge_ends
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
@@ -77,7 +78,7 @@ class Neo4jLiveSampler(BaseSampler):
         self.is_hetero = None not in sizes
         self.node_counts: dict[NodeType | None, int] = {}
         for et, (num_src, num_dst) in sizes.items():
-            src, dst = _ends(et)
+            src, dst = edge_ends(et)
             self.node_counts[src] = max(self.node_counts.get(src, 0), num_src)
             self.node_counts[dst] = max(self.node_counts.get(dst, 0), num_dst)
         self.fanouts = self._fanouts(num_neighbors)
@@ -125,7 +126,7 @@ class Neo4jLiveSampler(BaseSampler):
         for hop in range(self.num_hops):
             start = {nt: len(n.ids) for nt, n in nodes.items()}
             for et in self.edge_types:
-                src, dst = _ends(et)
+                src, dst = edge_ends(et)
                 front, base = frontier[dst]
                 k = self.fanouts[et][hop]
                 if len(front) == 0 or k == 0:
@@ -170,10 +171,6 @@ class Neo4jLiveSampler(BaseSampler):
         if given:
             raise NotFoundError(f"node types {list(given)} are not in the graph ({list(self.node_counts)})")
         return out
-
-
-def _ends(edge_type: EdgeType | None) -> tuple[NodeType | None, NodeType | None]:
-    return (None, None) if edge_type is None else (edge_type[0], edge_type[-1])
 
 
 def _positions(front: np.ndarray, ids: np.ndarray) -> np.ndarray:

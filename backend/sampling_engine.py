@@ -25,7 +25,7 @@ from torch_geometric.sampler import HeteroSamplerOutput, NumNeighbors, SamplerOu
 from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend import sampling_kernels as kernels
-from gnnstore.backend.topology import TopologySnapshot, index_dtype
+from gnnstore.backend.topology import TopologySnapshot, edge_ends, index_dtype
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class SamplingEngine:
             et: (np.asarray(t.colptr), np.asarray(t.row), np.asarray(t.e_id))
             for et, t in snapshot.edges.items()
         }
-        self._ends = {et: (None, None) if et is None else (et[0], et[-1]) for et in self.edge_types}
+        self._ends = {et: edge_ends(et) for et in self.edge_types}
         self._pool = _AssocPool(snapshot.num_nodes)
         self._pool.release(self._pool.acquire())
 

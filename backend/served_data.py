@@ -24,6 +24,7 @@ from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler
 from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
+from gnnstore.backend.topology import edge_ends
 from gnnstore.proto.errors import GnnStoreError, InvalidRequestError, PreconditionError
 from gnnstore.proto.sample_codec import NumNeighbors
 from gnnstore.stores.data_dir import FEATURES, GRAPH, IDMAP, SNAPSHOTS, Stores, open_stores
@@ -182,7 +183,7 @@ def _live(
     """Sampling inside Neo4j, one query per hop and edge type: every batch sees the graph now."""
     edge_types: list[EdgeType | None] = []
     for attr in graph_store.get_all_edge_attrs():
-        src, dst = (None, None) if attr.edge_type is None else (attr.edge_type[0], attr.edge_type[-1])
+        src, dst = edge_ends(attr.edge_type)
         counts[src] = max(counts.get(src, 0), int(attr.size[0]))
         counts[dst] = max(counts.get(dst, 0), int(attr.size[1]))
         if attr.edge_type not in edge_types:

@@ -21,6 +21,7 @@ from gnnstore.backend.topology import (
     META_FILE,
     EdgeTopology,
     TopologySnapshot,
+    edge_ends,
     index_dtype,
     snapshot_path,
     staging_dir,
@@ -113,13 +114,13 @@ def _node_counts(
         raise PreconditionError(f"the graph store mixes edge type None with {list(sizes)}")
     counts: dict[NodeType | None, int] = {}
     for et, (num_src, num_dst) in sizes.items():
-        src, dst = (None, None) if et is None else (et[0], et[-1])
+        src, dst = edge_ends(et)
         counts[src] = max(counts.get(src, 0), num_src)
         counts[dst] = max(counts.get(dst, 0), num_dst)
     for nt, n in extra.items():
         counts[nt] = max(counts.get(nt, 0), int(n))
     for et in sizes:
-        src, dst = (None, None) if et is None else (et[0], et[-1])
+        src, dst = edge_ends(et)
         sizes[et] = (counts[src], counts[dst])
     return counts, sizes
 

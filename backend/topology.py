@@ -55,6 +55,11 @@ INT32_LIMIT = 2**31
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
+def edge_ends(edge_type: EdgeType | None) -> tuple[NodeType | None, NodeType | None]:
+    """``(source node type, destination node type)`` of ``edge_type``; ``(None, None)`` for ``None``."""
+    return (None, None) if edge_type is None else (edge_type[0], edge_type[-1])
+
+
 def index_dtype(num_nodes: int) -> np.dtype:
     """The narrowest dtype that holds node ids below ``num_nodes``: int32 or int64."""
     return np.dtype(np.int32) if num_nodes < INT32_LIMIT else np.dtype(np.int64)
@@ -246,7 +251,7 @@ class TopologySnapshot:
                 for name in _ARRAY_NAMES
                 if name in _CSC_NAMES or spec.get("csr")
             }
-            src, dst = (None, None) if et is None else (et[0], et[-1])
+            src, dst = edge_ends(et)
             edges[et] = EdgeTopology(et, num_nodes[src], num_nodes[dst], **arrays)
             _check_sizes(edges[et], path / f"e{i}")
         return cls(num_nodes=num_nodes, edges=edges, version=version, built_at=built_at, path=path)

@@ -8,6 +8,8 @@ from torch_geometric.data import HeteroData
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 from torch_geometric.typing import EdgeType
 
+from gnnstore.backend.topology import edge_ends
+
 
 def power_law_edge_index(num_nodes: int, num_edges: int, seed: int, num_src: int | None = None) -> Tensor:
     """A ``[2, E]`` COO whose destinations follow a Zipf-like law: hubs, leaves and isolated nodes."""
@@ -74,7 +76,7 @@ def check_batch(
         elif nt in seeds and seeds[nt].unique().numel() == seeds[nt].numel():
             assert node[nt].unique().numel() == node[nt].numel(), f"n_id of {nt} repeats a node"
     for et, (src_all, dst_all) in coo.items():
-        s_t, d_t = (None, None) if et is None else (et[0], et[-1])
+        s_t, d_t = edge_ends(et)
         row, col, edge = pick(out.row, et), pick(out.col, et), pick(out.edge, et)
         nse = pick(out.num_sampled_edges, et)
         assert edge.dtype == torch.int64 and row.dtype == col.dtype == torch.int64
