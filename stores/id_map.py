@@ -24,7 +24,7 @@ from rocksdict import WriteBatch
 from torch import Tensor
 
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
-from gnnstore.stores.rocks_db import open_rdict
+from gnnstore.stores.rocks_db import open_rdict, scan_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -72,12 +72,13 @@ class IdMap:
         self.path = Path(path)
         self.read_only = read_only
         self._db = open_rdict(self.path, read_only=read_only, what="id map")
-        self._types: dict[NodeType, _TypeInfo] = {}
-        for key, value in self._db.items(from_key=_TYPE):
-            if not key.startswith(_TYPE):
-                break
-            self._types[json.loads(key[len(_TYPE):])] = _TypeInfo.from_json(value)
-        self._types = dict(sorted(self._types.items(), key=lambda kv: kv[1].slot))
+        types = {
+            json.loads(key[len(_TYPE):]): _TypeInfo.from_json(value)
+            for key, value in scan_prefix(self._db, _TYPE)
+        }
+        self._types: dict[NodeType, _TypeInfo] = dict(
+            sorted(types.items(), key=lambda kv: kv[1].slot)
+        )
 
     def close(self) -> None:
         """Flush and close the database; the map is unusable afterwards."""

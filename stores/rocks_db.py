@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict
@@ -39,3 +40,11 @@ def open_rdict(path: str | os.PathLike, *, read_only: bool, what: str) -> Rdict:
         )
     except Exception as exc:  # rocksdict raises a bare Exception for lock and corruption errors
         raise PreconditionError(f"cannot open {what} {path}: {exc}") from exc
+
+
+def scan_prefix(db: Rdict, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """Every ``(key, value)`` whose key starts with ``prefix``, in key order."""
+    for key, value in db.items(from_key=prefix):
+        if not key.startswith(prefix):
+            return
+        yield key, value

@@ -34,7 +34,7 @@ from gnnstore.proto.errors import (
     NotFoundError,
     PreconditionError,
 )
-from gnnstore.stores.rocks_db import open_rdict, rocksdb_options
+from gnnstore.stores.rocks_db import open_rdict, rocksdb_options, scan_prefix
 from gnnstore.stores.row_index import GroupName, check_group_name, resolve_index
 
 logger = logging.getLogger(__name__)
@@ -153,9 +153,7 @@ class RocksDBFeatureStore(FeatureStore):
         if self._db.get(_VERSION) is None:
             wb.put(_VERSION, f"{uuid.uuid4().hex}-0".encode())
             wb.put(_NEXT_SLOT, (0).to_bytes(4, "big"))
-        for key in list(self._db.keys(from_key=_PENDING)):
-            if not key.startswith(_PENDING):
-                break
+        for key, _ in list(scan_prefix(self._db, _PENDING)):
             begin, end = _slot_range(int.from_bytes(key[len(_PENDING):], "big"))
             wb.delete_range(begin, end)
             wb.delete(key)
@@ -167,9 +165,7 @@ class RocksDBFeatureStore(FeatureStore):
 
     def _load_metas(self) -> dict[tuple[GroupName, str], _Meta]:
         metas = {}
-        for key, value in self._db.items(from_key=_META):
-            if not key.startswith(_META):
-                break
+        for key, value in scan_prefix(self._db, _META):
             group, attr = json.loads(key[len(_META):])
             if isinstance(group, list):
                 group = tuple(group)
