@@ -162,9 +162,7 @@ class IdMap:
         keys: list[NodeKey] = arr.tolist()
         stored = np.flatnonzero(arr >= info.identity)
         if stored.size:
-            rev = np.empty(stored.size, _REV_KEY)
-            rev["p"], rev["slot"], rev["id"] = _REV[0], info.slot, arr[stored]
-            for pos, value in zip(stored.tolist(), self._db[rev.view("V13").tolist()]):
+            for pos, value in zip(stored.tolist(), self._db[_rev_keys(info.slot, arr[stored])]):
                 keys[pos] = _decode(value)
         return keys
 
@@ -197,14 +195,12 @@ class IdMap:
             new_ids = info.n + rank
             ids[missing_pos] = new_ids[inverse]
             fwd, enc = uniq.forward_keys(info.slot), uniq.encoded()
-            rev = np.empty(new_ids.size, _REV_KEY)
-            rev["p"], rev["slot"], rev["id"] = _REV[0], info.slot, new_ids
             id_bytes = new_ids.astype(">u8").view("V8").tolist()
-            for f, r, e, i in zip(fwd, rev.view("V13").tolist(), enc, id_bytes):
+            for f, r, e, i in zip(fwd, _rev_keys(info.slot, new_ids), enc, id_bytes):
                 wb.put(f, i)
                 wb.put(r, e)
             new_info.n += int(new_ids.size)
-        wb.put(_TYPE + json.dumps(node_type).encode(), new_info.to_json())
+        wb.put(_type_key(node_type), new_info.to_json())
         self._db.write(wb)
         self._types[node_type] = new_info
         logger.info("id map %r: %d new ids (now %d)", node_type, new_info.n - info.n, new_info.n)
@@ -234,7 +230,7 @@ class IdMap:
                 "beyond an identity prefix; map further keys with map_keys"
             )
         new_info = _TypeInfo(info.slot, max(info.n, int(n)), max(info.identity, int(n)))
-        wb.put(_TYPE + json.dumps(node_type).encode(), new_info.to_json())
+        wb.put(_type_key(node_type), new_info.to_json())
         self._db.write(wb)
         self._types[node_type] = new_info
 
@@ -384,6 +380,17 @@ class _KeyBatch:
         return [prefix + _encode(k) for k in self.items]
 
 
+def _type_key(node_type: NodeType) -> bytes:
+    return _TYPE + json.dumps(node_type).encode()
+
+
+def _rev_keys(slot: int, ids: np.ndarray) -> list[bytes]:
+    """The reverse-map keys (``_REV`` + slot + global id) of ``ids``."""
+    rev = np.empty(len(ids), _REV_KEY)
+    rev["p"], rev["slot"], rev["id"] = _REV[0], slot, ids
+    return rev.view("V13").tolist()
+
+
 def _encode(key: NodeKey) -> bytes:
     if isinstance(key, str):
         return b"s" + key.encode("utf-8")
@@ -394,7 +401,6 @@ def _decode(raw: bytes) -> NodeKey:
     if raw[:1] == b"s":
         return raw[1:].decode("utf-8")
     return int.from_bytes(raw[1:], "big") - (1 << 63)
-
 
 
 def _as_ids(ids: object, node_type: NodeType) -> np.ndarray:
