@@ -207,20 +207,13 @@ def _put_features(
     for name, tensor in plan.attrs.items():
         label = name if plan.node_type is None else f"{plan.node_type}.{name}"
         with _step(report, bar, "features", label, plan.num_nodes):
-            if in_order:
-                stores.feature_store.put_tensor(
-                    tensor, group_name=plan.node_type, attr_name=name, index=None
-                )
-            elif whole:
+            rows, index = tensor, None if whole else ids
+            if whole and not in_order:  # every id, permuted: scatter into global order
                 rows = torch.empty_like(tensor)
                 rows[ids] = tensor
-                stores.feature_store.put_tensor(
-                    rows, group_name=plan.node_type, attr_name=name, index=None
-                )
-            else:
-                stores.feature_store.put_tensor(
-                    tensor, group_name=plan.node_type, attr_name=name, index=ids
-                )
+            stores.feature_store.put_tensor(
+                rows, group_name=plan.node_type, attr_name=name, index=index
+            )
 
 
 def _put_edges(
