@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -63,17 +64,25 @@ def position(path: Path, row: int) -> str:
     """Where data row ``row`` (0-based) is: ``line N`` in a CSV file, ``row N`` in Parquet."""
     if not is_csv(path):
         return f"row {row} (0-based)"
+    for seen, (line, _) in enumerate(_csv_records(path)):
+        if seen == row:
+            return f"line {line}"
+    return f"data row {row}"
+
+
+def _csv_records(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """The non-blank data records of a CSV file, each with the line it starts on (1-based).
+
+    A quoted field may span lines, so the line is where the record starts.
+    """
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.reader(handle)
         next(reader, None)
-        seen, start = -1, reader.line_num + 1
+        start = reader.line_num + 1
         for record in reader:
+            line, start = start, reader.line_num + 1
             if record:
-                seen += 1
-                if seen == row:
-                    return f"line {start}"
-            start = reader.line_num + 1
-    return f"data row {row}"
+                yield line, record
 
 
 def read_table(path: Path, types: dict[str, pa.DataType | None]) -> pa.Table:
@@ -116,21 +125,15 @@ def _read_csv(path: Path, header: list[str], types: dict[str, pa.DataType | None
 def _locate_csv_error(path: Path, header: list[str], types: dict[str, pa.DataType]) -> str | None:
     """The first line of ``path`` with a wrong field count or a value that does not convert."""
     checks = [(header.index(name), name, typ) for name, typ in types.items()]
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.reader(handle)
-        next(reader, None)
-        start = reader.line_num + 1  # a quoted field may span lines: report where a record starts
-        for record in reader:
-            where, start = f"{path}: line {start}", reader.line_num + 1
-            if not record:
-                continue
-            if len(record) != len(header):
-                return (f"{where}: expected {len(header)} fields ({', '.join(header)}), "
-                        f"got {len(record)}")
-            for index, name, typ in checks:
-                problem = _bad_value(record[index], typ)
-                if problem:
-                    return f"{where}, column {name!r}: {problem}"
+    for line, record in _csv_records(path):
+        where = f"{path}: line {line}"
+        if len(record) != len(header):
+            return (f"{where}: expected {len(header)} fields ({', '.join(header)}), "
+                    f"got {len(record)}")
+        for index, name, typ in checks:
+            problem = _bad_value(record[index], typ)
+            if problem:
+                return f"{where}, column {name!r}: {problem}"
     return None
 
 
