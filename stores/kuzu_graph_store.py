@@ -128,8 +128,7 @@ class KuzuGraphStore(BaseGraphStore):
     # ---- PyG hooks -------------------------------------------------------------------------
 
     def _put_edge_index(self, edge_index: tuple[Tensor, Tensor], edge_attr: EdgeAttr) -> bool:
-        if self.read_only:
-            raise PreconditionError(f"graph store {self.path} is open read-only")
+        self._check_writable()
         edge_type = check_edge_type(edge_attr.edge_type)
         layout = EdgeLayout(edge_attr.layout)
         edges = to_coo(edge_index, edge_type, layout, edge_attr.size, bool(edge_attr.is_sorted))
@@ -167,8 +166,7 @@ class KuzuGraphStore(BaseGraphStore):
         return from_coo(row, col, layout, tuple(info["size"]))
 
     def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
-        if self.read_only:
-            raise PreconditionError(f"graph store {self.path} is open read-only")
+        self._check_writable()
         edge_type = check_edge_type(edge_attr.edge_type)
         key = _edge_key(edge_type, EdgeLayout(edge_attr.layout))
         info = self._meta.get(key)
@@ -192,6 +190,10 @@ class KuzuGraphStore(BaseGraphStore):
         return out
 
     # ---- internals -------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise PreconditionError(f"graph store {self.path} is open read-only")
 
     def _run(self, query: str, parameters: dict | None = None) -> kuzu.QueryResult:
         with self._lock:
