@@ -13,14 +13,9 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.stores.rocksdb_feature_store import STORABLE_DTYPES
 
 logger = logging.getLogger(__name__)
-
-STORABLE_DTYPES = frozenset({
-    torch.float64, torch.float32, torch.float16, torch.bfloat16,
-    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
-    torch.complex64, torch.complex128,
-})
 
 Keys = np.ndarray  # int64 array, or an object array of int and str
 

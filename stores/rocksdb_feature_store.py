@@ -57,6 +57,7 @@ _DTYPES: dict[str, torch.dtype] = {
         torch.complex64, torch.complex128,
     )
 }
+STORABLE_DTYPES = frozenset(_DTYPES.values())  # what a put accepts; ingest checks the same set
 
 
 @dataclass(frozen=True)
@@ -364,7 +365,7 @@ def _as_tensor(tensor: object, group: GroupName, name: str) -> Tensor:
             ) from exc
     if tensor.dim() == 0:
         raise InvalidRequestError(f"feature {group!r}.{name!r}: expected shape [N, *], got a scalar")
-    if tensor.dtype not in _DTYPES.values():
+    if tensor.dtype not in STORABLE_DTYPES:
         raise InvalidRequestError(f"feature {group!r}.{name!r}: unsupported dtype {tensor.dtype}")
     return tensor
 
