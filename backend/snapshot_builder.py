@@ -17,14 +17,13 @@ from pathlib import Path
 import numpy as np
 from torch_geometric.typing import EdgeType, NodeType
 
+from gnnstore.backend.snapshot_folder import snapshot_path, staging_dir
 from gnnstore.backend.topology import (
     META_FILE,
     EdgeTopology,
     TopologySnapshot,
     edge_ends,
     index_dtype,
-    snapshot_path,
-    staging_dir,
     write_meta,
 )
 from gnnstore.backend.topology_kernels import (

@@ -13,18 +13,15 @@ On disk it is one folder per store version::
     <directory>/<version>/e<i>.csr_e_id.npy
 
 A homogeneous graph has node type ``None`` and edge type ``None``, as in PyG. Building from a
-graph store (streamed, two passes) lives in :mod:`gnnstore.backend.snapshot_builder`; this
+graph store (streamed, two passes) lives in :mod:`gnnstore.backend.snapshot_builder`, and
+publishing a version's folder atomically in :mod:`gnnstore.backend.snapshot_folder`; this
 module holds the snapshot, its in-memory constructors and its on-disk format.
 """
 from __future__ import annotations
 
 import json
-import logging
 import os
-import re
-import shutil
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +31,7 @@ from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.typing import EdgeType, NodeType
 
+from gnnstore.backend.snapshot_folder import snapshot_path, staging_dir
 from gnnstore.backend.topology_kernels import (
     count_into,
     first_out_of_range,
@@ -47,12 +45,9 @@ from gnnstore.proto.errors import (
     PreconditionError,
 )
 
-logger = logging.getLogger(__name__)
-
 META_FILE = "meta.json"
 FORMAT_VERSION = 1
 INT32_LIMIT = 2**31
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
 def edge_ends(edge_type: EdgeType | None) -> tuple[NodeType | None, NodeType | None]:
@@ -259,45 +254,6 @@ class TopologySnapshot:
 
 _CSC_NAMES = ("colptr", "row", "e_id")
 _ARRAY_NAMES = (*_CSC_NAMES, "rowptr", "col", "csr_e_id")
-
-
-def snapshot_path(directory: str | os.PathLike, version: str) -> Path:
-    """The folder a snapshot of ``version`` lives in under ``directory``."""
-    name = version if _SAFE_NAME.match(version) else f"v-{uuid.uuid5(uuid.NAMESPACE_OID, version)}"
-    return Path(directory) / name
-
-
-class staging_dir:  # noqa: N801 (used as a context manager, like tempfile.TemporaryDirectory)
-    """A temporary folder in ``directory`` renamed to the snapshot folder on a clean exit.
-
-    If another process published the same version first, its folder wins and the temporary
-    one is removed; on an error the temporary folder is removed and nothing is published.
-    """
-
-    def __init__(self, directory: str | os.PathLike, version: str, *, replace: bool = False) -> None:
-        self.target = snapshot_path(directory, version)
-        self.replace = replace
-        self.tmp = self.target.with_name(f".building-{self.target.name}-{uuid.uuid4().hex[:8]}")
-
-    def __enter__(self) -> Path:
-        self.tmp.mkdir(parents=True)
-        return self.tmp
-
-    def __exit__(self, exc_type: type | None, *exc: object) -> None:
-        if exc_type is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            return
-        old = None
-        if self.replace and self.target.exists():
-            old = self.target.with_name(f".old-{self.target.name}-{uuid.uuid4().hex[:8]}")
-            os.rename(self.target, old)
-        try:
-            os.rename(self.tmp, self.target)
-            logger.info("published topology snapshot %s", self.target)
-        except OSError:  # a concurrent builder published the same version first
-            shutil.rmtree(self.tmp, ignore_errors=True)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)  # open memory maps stay valid on POSIX
 
 
 def write_meta(folder: Path, snapshot: TopologySnapshot) -> None:
