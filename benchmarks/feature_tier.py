@@ -70,7 +70,7 @@ def server_side(x: torch.Tensor, work: Path, num_ids: int, repeats: int) -> None
     base = figures["in-memory numpy gather"]
     print(f"\n## server-side gather: {len(ids)} random ids of {n} x {tuple(x.shape[1:])} {x.dtype}")
     print(f"RocksDB put (SST ingest): {n / put_s:,.0f} rows/s; tier export: {n / export_s:,.0f} rows/s")
-    print(f"| source | ms | rows/s | MB/s | time / in-memory |\n|---|---|---|---|---|")
+    print("| source | ms | rows/s | MB/s | time / in-memory |\n|---|---|---|---|---|")
     row_mb = x[0].numel() * x.element_size() / 1e6
     for name, secs in figures.items():
         print(
