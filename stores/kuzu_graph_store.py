@@ -182,12 +182,10 @@ class KuzuGraphStore(BaseGraphStore):
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
         """One fresh ``EdgeAttr`` per stored (edge type, layout), in first-put order."""
-        out = []
-        for key, info in sorted(self._edge_records(), key=lambda kv: kv[1]["seq"]):
-            edge_type, layout = json.loads(key[len("edge:"):])
-            out.append(EdgeAttr(_decode_edge_type(edge_type), EdgeLayout(layout),
-                                is_sorted=info["is_sorted"], size=tuple(info["size"])))
-        return out
+        return [
+            EdgeAttr(edge_type, layout, is_sorted=info["is_sorted"], size=tuple(info["size"]))
+            for edge_type, layout, info in sorted(self._edge_records(), key=lambda r: r[2]["seq"])
+        ]
 
     # ---- internals -------------------------------------------------------------------------
 
@@ -250,15 +248,20 @@ class KuzuGraphStore(BaseGraphStore):
         self._set_meta(key, info)
         return info["table"]
 
-    def _edge_records(self) -> list[tuple[str, dict]]:
-        return [(k, v) for k, v in self._meta.items() if k.startswith("edge:")]
+    def _edge_records(self) -> list[tuple[EdgeTypeKey, EdgeLayout, dict]]:
+        """``(edge type, layout, record)`` of every stored (edge type, layout), decoded."""
+        records = []
+        for key, info in self._meta.items():
+            if key.startswith("edge:"):
+                edge_type, layout = json.loads(key[len("edge:"):])
+                records.append((_decode_edge_type(edge_type), EdgeLayout(layout), info))
+        return records
 
     def _canonical(self, edge_type: EdgeTypeKey) -> dict:
         coo = self._meta.get(_edge_key(edge_type, EdgeLayout.COO))
         if coo is not None:
             return coo
-        mine = [info for key, info in self._edge_records()
-                if _decode_edge_type(json.loads(key[len("edge:"):])[0]) == edge_type]
+        mine = [info for other, _, info in self._edge_records() if other == edge_type]
         if not mine:
             stored = sorted({repr(a.edge_type) for a in self.get_all_edge_attrs()})
             raise NotFoundError(
