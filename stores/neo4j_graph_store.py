@@ -222,7 +222,7 @@ class Neo4jGraphStore(BaseGraphStore):
                 f"edge type {schema.edge_type!r} has no {edge_attr.layout.value!r} layout "
                 f"(stored: {meta['layouts']})"
             )
-        row, col, _ = self._read_all(schema, meta)
+        row, col = self._read_all(schema, meta)
         size = self._layouts(meta)[edge_attr.layout.value][1]
         return from_coo(row.numpy(), col.numpy(), edge_attr.layout, size)
 
@@ -300,14 +300,14 @@ class Neo4jGraphStore(BaseGraphStore):
             raise NotFoundError(f"edge type {schema.edge_type!r} is not stored (stored: {known})")
         return meta
 
-    def _read_all(self, schema: EdgeSchema, meta: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor]:
+    def _read_all(self, schema: EdgeSchema, meta: dict[str, Any]) -> tuple[Tensor, Tensor]:
+        """``(row, col)`` of the current generation in edge-id order, a page per query."""
         count, page = int(meta["count"]), self.batch_size * 5
         pages = [self._read_page(schema, meta["gen"], lo, min(lo + page, count))
                  for lo in range(0, count, page)]  # fmt: skip
         if not pages:
-            empty = torch.empty(0, dtype=torch.long)
-            return empty, empty.clone(), empty.clone()
-        return torch.cat([p[0] for p in pages]), torch.cat([p[1] for p in pages]), torch.arange(count)
+            return torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)
+        return torch.cat([p[0] for p in pages]), torch.cat([p[1] for p in pages])
 
     def _read_page(self, schema: EdgeSchema, gen: int, lo: int, hi: int) -> tuple[Tensor, Tensor]:
         """Edges of generation ``gen`` with ``lo <= eid < hi``, placed by eid (an index range
