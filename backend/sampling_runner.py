@@ -17,7 +17,6 @@ import torch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 from torch_geometric.sampler import (
-    BaseSampler,
     EdgeSamplerInput,
     HeteroSamplerOutput,
     NegativeSampling,
@@ -101,7 +100,7 @@ class SamplingRunner:
             NotFoundError: an unknown node type.
         """
         self._check(inputs.node.numel(), "seed nodes", num_neighbors)
-        sampler = self._sampler(num_neighbors, replace, disjoint, seed)
+        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed)
         return sampler.sample_from_nodes(inputs)
 
     def sample_from_edges(
@@ -126,7 +125,7 @@ class SamplingRunner:
             generator = torch.Generator()
             generator.manual_seed(int(torch.randint(1 << 62, ())) if seed is None else seed)
             neg_sampling = _SeededNegativeSampling(neg_sampling, generator)
-        sampler = self._sampler(num_neighbors, replace, disjoint, seed)
+        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed)
         return sampler.sample_from_edges(inputs, neg_sampling)
 
     def gather_rows(
@@ -163,11 +162,6 @@ class SamplingRunner:
         if known is not None and known.numel():
             keep &= ~np.isin(distinct.numpy(), known.numpy(), kind="table")  # a bitmap over the id range
         return distinct[torch.from_numpy(keep)]
-
-    def _sampler(
-        self, num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None
-    ) -> BaseSampler:
-        return self._make_sampler(num_neighbors, replace, disjoint, seed)
 
     def _check(self, num_seeds: int, what: str, num_neighbors: NumNeighbors) -> None:
         limits = self._limits
