@@ -107,9 +107,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             out = self._runner.sample_from_nodes(
                 node_input_from_proto(request),
                 num_neighbors_from_proto(options),
-                replace=options.replace,
-                disjoint=options.disjoint,
-                seed=options.seed if options.HasField("seed") else None,
+                **_sampling_flags(options),
             )
             return self._reply(out, request.features)
 
@@ -124,9 +122,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 inputs,
                 neg_sampling,
                 num_neighbors_from_proto(options),
-                replace=options.replace,
-                disjoint=options.disjoint,
-                seed=options.seed if options.HasField("seed") else None,
+                **_sampling_flags(options),
             )
             return self._reply(out, request.features)
 
@@ -162,6 +158,15 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 f"edge type {describe(edge_type)} is not stored in layout {layout!r} "
                 f"(stored: {sorted(stored, key=str)})"
             )
+
+
+def _sampling_flags(options: graph_pb2.SamplingOptions) -> dict[str, object]:
+    """``replace``, ``disjoint`` and ``seed`` (``None`` when unset) of a request's options."""
+    return {
+        "replace": options.replace,
+        "disjoint": options.disjoint,
+        "seed": options.seed if options.HasField("seed") else None,
+    }
 
 
 def _chunks(first: Tensor, second: Tensor, size: int) -> Iterator[graph_pb2.EdgeIndexChunk]:
