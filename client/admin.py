@@ -6,15 +6,10 @@ from dataclasses import dataclass
 
 from torch_geometric.typing import EdgeType, NodeType
 
-from gnnstore.client.channel import Connection
+from gnnstore.client.channel import Connection, as_connection
 from gnnstore.client.remote_feature_store import AttrSchema
 from gnnstore.proto import admin_pb2
-from gnnstore.proto.codec import (
-    attr_key_from_proto,
-    dtype_from_name,
-    edge_type_from_proto,
-    node_type_from_proto,
-)
+from gnnstore.proto.codec import edge_type_from_proto, node_type_from_proto
 from gnnstore.proto.errors import ServerUnavailableError
 
 
@@ -46,17 +41,14 @@ class MethodStats:
 
 def server_info(connection: Connection | str) -> ServerInfo:
     """The AdminService's Info, decoded to PyG's type conventions."""
-    connection = connection if isinstance(connection, Connection) else Connection(connection)
+    connection = as_connection(connection)
     reply = connection.call("AdminService", "Info", admin_pb2.InfoRequest())
     return ServerInfo(
         server_version=reply.server_version,
         graph_backend=reply.graph_backend,
         num_nodes={node_type_from_proto(n.node_type): n.num_nodes for n in reply.node_types},
         num_edges={edge_type_from_proto(e.edge_type): e.num_edges for e in reply.edge_types},
-        features=[
-            AttrSchema(*attr_key_from_proto(f.key), dtype_from_name(f.dtype), tuple(f.shape))
-            for f in reply.features
-        ],
+        features=[AttrSchema.from_proto(f) for f in reply.features],
         snapshot_version=reply.snapshot_version,
         max_message_bytes=reply.max_message_bytes,
     )
@@ -64,7 +56,7 @@ def server_info(connection: Connection | str) -> ServerInfo:
 
 def server_stats(connection: Connection | str) -> dict[str, MethodStats]:
     """The AdminService's Stats: method name (``/gnnstore.v1.Service/Method``) → counters."""
-    connection = connection if isinstance(connection, Connection) else Connection(connection)
+    connection = as_connection(connection)
     reply = connection.call("AdminService", "Stats", admin_pb2.StatsRequest())
     return {
         m.method: MethodStats(
@@ -86,7 +78,7 @@ def wait_until_serving(connection: Connection | str, timeout: float = 60.0) -> N
     Raises:
         ServerUnavailableError: not serving within ``timeout`` seconds.
     """
-    connection = connection if isinstance(connection, Connection) else Connection(connection)
+    connection = as_connection(connection)
     deadline = time.monotonic() + timeout
     while not connection.is_serving(timeout=min(2.0, max(timeout, 0.1))):
         if time.monotonic() > deadline:

@@ -162,3 +162,8 @@ class Connection:
         name = dict(exc.trailing_metadata() or ()).get(ERROR_CLASS_KEY)
         cls = ERRORS_BY_NAME.get(name) or ERRORS_BY_STATUS.get(code, GnnStoreError)
         return cls(details or f"{rpc} failed with {code.name}")
+
+
+def as_connection(connection: Connection | str) -> Connection:
+    """``connection`` itself, or a new :class:`Connection` to a ``"host:port"`` address."""
+    return connection if isinstance(connection, Connection) else Connection(connection)

@@ -17,9 +17,9 @@ from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 from torch_geometric.typing import NodeType
 
-from gnnstore.client.channel import Connection
+from gnnstore.client.channel import Connection, as_connection
 from gnnstore.client.feature_exchange import FeatureExchange
-from gnnstore.proto import feature_pb2
+from gnnstore.proto import common_pb2, feature_pb2
 from gnnstore.proto.codec import (
     attr_key_from_proto,
     attr_key_to_proto,
@@ -45,6 +45,11 @@ class AttrSchema:
     dtype: torch.dtype
     shape: tuple[int, ...]
 
+    @classmethod
+    def from_proto(cls, message: common_pb2.TensorSchema) -> AttrSchema:
+        """Decode a wire ``TensorSchema`` (key, dtype name, shape)."""
+        return cls(*attr_key_from_proto(message.key), dtype_from_name(message.dtype), tuple(message.shape))
+
 
 class RemoteFeatureStore(FeatureStore):
     """PyG FeatureStore whose rows live on a gnnstore server; safe to pickle into workers.
@@ -57,7 +62,7 @@ class RemoteFeatureStore(FeatureStore):
 
     def __init__(self, connection: Connection | str, *, exchange: FeatureExchange | None = None) -> None:
         super().__init__()
-        self.connection = connection if isinstance(connection, Connection) else Connection(connection)
+        self.connection = as_connection(connection)
         self.exchange = exchange if exchange is not None else FeatureExchange()
         self._schema: list[AttrSchema] | None = None
 
@@ -80,10 +85,7 @@ class RemoteFeatureStore(FeatureStore):
         """Every stored attribute with dtype and shape (one RPC, then cached in this object)."""
         if self._schema is None or refresh:
             reply = self.connection.call(SERVICE, "ListTensorAttrs", feature_pb2.ListTensorAttrsRequest())
-            self._schema = [
-                AttrSchema(*attr_key_from_proto(s.key), dtype_from_name(s.dtype), tuple(s.shape))
-                for s in reply.attrs
-            ]
+            self._schema = [AttrSchema.from_proto(s) for s in reply.attrs]
         return self._schema
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:

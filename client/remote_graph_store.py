@@ -12,7 +12,7 @@ from torch import Tensor
 from torch_geometric.data import EdgeAttr, GraphStore
 from torch_geometric.typing import EdgeTensorType
 
-from gnnstore.client.channel import Connection
+from gnnstore.client.channel import Connection, as_connection
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import edge_type_from_proto, edge_type_to_proto, tensor_from_proto
 
@@ -28,7 +28,7 @@ class RemoteGraphStore(GraphStore):
 
     def __init__(self, connection: Connection | str) -> None:
         super().__init__()
-        self.connection = connection if isinstance(connection, Connection) else Connection(connection)
+        self.connection = as_connection(connection)
         self._edge_attrs: list[tuple] | None = None
 
     def __repr__(self) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from torch import Tensor
 from torch_geometric.typing import NodeType
 
-from gnnstore.client.channel import Connection
+from gnnstore.client.channel import Connection, as_connection
 from gnnstore.proto import idmap_pb2
 from gnnstore.proto.codec import ids_from_proto, ids_to_proto, node_type_to_proto
 from gnnstore.proto.key_codec import NodeKey, keys_from_proto, keys_to_proto
@@ -20,7 +20,7 @@ class RemoteIdMap:
     """
 
     def __init__(self, connection: Connection | str) -> None:
-        self.connection = connection if isinstance(connection, Connection) else Connection(connection)
+        self.connection = as_connection(connection)
 
     def to_ids(self, node_type: NodeType | None, keys: Sequence[NodeKey] | Tensor) -> Tensor:
         """Global ids (int64) of known keys, in key order.
