@@ -5,7 +5,8 @@ holds and calls ``fetch_missing`` once with only the distinct missing ids. The b
 shared by every (node type, attr) the cache is built with: each gets the same fraction of its
 rows, so a budget of 20% of the feature bytes caches 20% of every attribute. A slot's rows live
 in one tensor on ``device`` (a GPU for a CUDA-resident cache); ids, positions and the eviction
-metadata live in numpy arrays on the host, and every step is a vectorised batch operation.
+metadata live in numpy arrays on the host (one ``CacheSlot`` each, in ``cache_slot.py``), and
+every step is a vectorised batch operation.
 
 Policies, by name: ``static`` (a hot set given once by ``warm``, never evicted), ``lru`` and
 ``sieve`` (dynamic), and ``static+lru`` / ``static+sieve`` (both tiers; a hit in either is
@@ -27,7 +28,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gnnstore.client.cache_policy import EVICTION_POLICIES, EvictionPolicy
+from gnnstore.client.cache_policy import EVICTION_POLICIES
+from gnnstore.client.cache_slot import CacheSlot, CachedAttr  # CachedAttr is imported from here too
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
 
 logger = logging.getLogger(__name__)
@@ -74,66 +76,6 @@ class CacheStats:
         return self.misses / total if total else 0.0
 
 
-@dataclass(frozen=True)
-class CachedAttr:
-    """One cached (node type, attr): its dtype and full shape ``[num_nodes, *row]``."""
-
-    group_name: Any
-    attr_name: str
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        dtype = getattr(torch, self.dtype) if isinstance(self.dtype, str) else self.dtype
-        if not isinstance(dtype, torch.dtype) or len(self.shape) < 1:
-            raise InvalidRequestError(
-                f"cached attr ({self.group_name!r}, {self.attr_name!r}) needs a torch dtype and "
-                f"a shape [num_nodes, *row]; got dtype={self.dtype!r} shape={self.shape!r}"
-            )
-        object.__setattr__(self, "dtype", dtype)
-        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
-
-    @property
-    def row_bytes(self) -> int:
-        """Bytes of one row."""
-        return int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
-
-
-class _Slot:
-    """Rows and maps of one (node type, attr): positions ``[0, static_rows)`` are the hot set."""
-
-    def __init__(
-        self,
-        spec: CachedAttr,
-        static_rows: int,
-        dynamic_rows: int,
-        policy: type[EvictionPolicy] | None,
-        device: torch.device,
-    ) -> None:
-        self.spec, self.static_rows = spec, static_rows
-        self.capacity = static_rows + dynamic_rows
-        self.storage = torch.empty((self.capacity, *spec.shape[1:]), dtype=spec.dtype, device=device)
-        self.policy = policy(static_rows, dynamic_rows) if policy and dynamic_rows else None
-        self.id2pos = np.full(spec.shape[0], -1, dtype=np.int64)
-        self.pos2id = np.full(self.capacity, -1, dtype=np.int64)
-        self.warmed_prefix = 0  # the static tier holds the first this-many ids of the warm list
-
-    def ensure(self, max_id: int) -> None:
-        """Grow the id map to cover ``max_id`` (nodes added after the cache was built)."""
-        if max_id >= self.id2pos.shape[0]:
-            grown = np.full(max(max_id + 1, 2 * self.id2pos.shape[0]), -1, dtype=np.int64)
-            grown[: self.id2pos.shape[0]] = self.id2pos
-            self.id2pos = grown
-
-    def clear(self) -> None:
-        """Drop every row of both tiers."""
-        self.id2pos.fill(-1)
-        self.pos2id.fill(-1)
-        self.warmed_prefix = 0
-        if self.policy is not None:
-            self.policy.clear()
-
-
 class FeatureCache:
     """Feature rows by (node type, attr, global id), bounded by ``capacity_bytes`` of row storage.
 
@@ -169,13 +111,13 @@ class FeatureCache:
         parts = policy.split("+")
         dynamic = EVICTION_POLICIES.get(parts[-1])
         static_share = 1.0 if dynamic is None else (static_fraction if STATIC in parts else 0.0)
-        self._slots: dict[tuple[Any, str], _Slot] = {}
+        self._slots: dict[tuple[Any, str], CacheSlot] = {}
         for spec in specs:
             # Every slot caches the same fraction of its rows; integer division keeps the sum
             # of the slots' bytes within capacity_bytes.
             rows = min(spec.shape[0], self.capacity_bytes * spec.shape[0] // total) if total else 0
             static_rows = int(rows * static_share)
-            self._slots[(spec.group_name, spec.attr_name)] = _Slot(
+            self._slots[(spec.group_name, spec.attr_name)] = CacheSlot(
                 spec, static_rows, rows - static_rows, dynamic, self.device
             )
         self.hits = self.misses = self.static_hits = self.dynamic_hits = 0
@@ -244,7 +186,7 @@ class FeatureCache:
             self._move_rows(out, at, slot.storage, pos[at])
         miss_u = pos_u < 0
         missing = uniq[miss_u]
-        rows = self._check_rows(slot, missing, fetch_missing(torch.from_numpy(missing))).to(self.device)
+        rows = slot.check_rows(missing, fetch_missing(torch.from_numpy(missing))).to(self.device)
         at = np.flatnonzero(pos < 0)
         rank = np.cumsum(miss_u) - 1  # index of each distinct missing id in ``rows``
         self._move_rows(out, at, rows, rank[inverse[at]])
@@ -260,7 +202,7 @@ class FeatureCache:
             ``rows`` holds the rows of ``ids[hit_mask]`` in that order, on the cache's device.
         """
         slot = self._slot(group_name, attr_name)
-        uniq, inverse = np.unique(self._check_ids(slot, ids), return_inverse=True)
+        uniq, inverse = np.unique(slot.check_ids(ids), return_inverse=True)
         with self._lock:
             pos = self._find(slot, uniq)[inverse]
             hit = pos >= 0
@@ -274,8 +216,8 @@ class FeatureCache:
         (the rest are dropped, never waited for), evicting by the policy.
         """
         slot = self._slot(group_name, attr_name)
-        ids = self._check_ids(slot, ids)
-        rows = self._check_rows(slot, ids, rows).to(self.device)
+        ids = slot.check_ids(ids)
+        rows = slot.check_rows(ids, rows).to(self.device)
         uniq, first = np.unique(ids, return_index=True)
         if uniq.shape[0] != ids.shape[0] or not (first == np.arange(first.shape[0])).all():
             rows = rows.index_select(0, self._on_device(first))
@@ -289,8 +231,8 @@ class FeatureCache:
         tier the rows go to the dynamic tier instead. Returns how many rows were stored.
         """
         slot = self._slot(group_name, attr_name)
-        ids = self._check_ids(slot, ids)
-        rows = self._check_rows(slot, ids, rows)
+        ids = slot.check_ids(ids)
+        rows = slot.check_rows(ids, rows)
         with self._lock:
             slot.clear()
         if slot.static_rows == 0:
@@ -369,7 +311,7 @@ class FeatureCache:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def _store(self, slot: _Slot, uniq: np.ndarray, rows: Tensor) -> int:
+    def _store(self, slot: CacheSlot, uniq: np.ndarray, rows: Tensor) -> int:
         """Write rows of distinct ascending ids (rows on the device, aligned); hold the lock."""
         if not uniq.size:
             return 0
@@ -386,7 +328,7 @@ class FeatureCache:
         self._move_rows(slot.storage, slot.id2pos[new[kept]], rows, at_new[kept])
         return int(at.size + kept.sum())
 
-    def _find(self, slot: _Slot, uniq: np.ndarray) -> np.ndarray:
+    def _find(self, slot: CacheSlot, uniq: np.ndarray) -> np.ndarray:
         """Positions of distinct ascending ids (-1 for a miss); counts and records the hits."""
         if uniq.size:
             slot.ensure(int(uniq[-1]))
@@ -403,22 +345,22 @@ class FeatureCache:
                 slot.policy.touch(dyn)
         return pos
 
-    def _distinct(self, slot: _Slot, ids: Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _distinct(self, slot: CacheSlot, ids: Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``np.unique(ids, return_inverse=True)``, computed once for the attrs of one batch.
 
         A loader reads every attr of a node type with the same index tensor; it is recognised
         by identity and torch's in-place version counter, so an edited tensor is recomputed.
         """
         if not isinstance(ids, Tensor):
-            return np.unique(self._check_ids(slot, ids), return_inverse=True)
+            return np.unique(slot.check_ids(ids), return_inverse=True)
         memo = self._memo
         if memo is not None and memo[0] is ids and memo[1] == ids._version:
             return memo[2]
-        result = np.unique(self._check_ids(slot, ids), return_inverse=True)
+        result = np.unique(slot.check_ids(ids), return_inverse=True)
         self._memo = (ids, ids._version, result)
         return result
 
-    def _slot(self, group_name: Any, attr_name: str) -> _Slot:
+    def _slot(self, group_name: Any, attr_name: str) -> CacheSlot:
         slot = self._slots.get((group_name, attr_name))
         if slot is None:
             raise NotFoundError(
@@ -426,33 +368,6 @@ class FeatureCache:
                 f"(has: {sorted(self._slots, key=repr)})"
             )
         return slot
-
-    def _check_ids(self, slot: _Slot, ids: Tensor | np.ndarray) -> np.ndarray:
-        """Global ids as a flat int64 host array."""
-        if isinstance(ids, Tensor):
-            if ids.dtype not in (torch.int32, torch.int64):
-                raise InvalidRequestError(
-                    f"ids for ({slot.spec.group_name!r}, {slot.spec.attr_name!r}) must be int32 "
-                    f"or int64; got {ids.dtype}"
-                )
-            ids = ids.detach().cpu().numpy()
-        ids = np.asarray(ids).astype(np.int64, copy=False).reshape(-1)
-        if ids.size and ids.min() < 0:
-            raise InvalidRequestError(
-                f"negative id {int(ids.min())} for node type {slot.spec.group_name!r}, "
-                f"attr {slot.spec.attr_name!r}"
-            )
-        return ids
-
-    def _check_rows(self, slot: _Slot, ids: np.ndarray, rows: Tensor) -> Tensor:
-        want = (ids.shape[0], *slot.spec.shape[1:])
-        if not isinstance(rows, Tensor) or rows.dtype != slot.spec.dtype or tuple(rows.shape) != want:
-            got = (getattr(rows, "dtype", type(rows)), tuple(getattr(rows, "shape", ())))
-            raise InvalidRequestError(
-                f"rows for ({slot.spec.group_name!r}, {slot.spec.attr_name!r}) must be "
-                f"{slot.spec.dtype} of shape {want}; got {got[0]} of shape {got[1]}"
-            )
-        return rows
 
     def _move_rows(self, dst: Tensor, dst_at: np.ndarray, src: Tensor, src_at: np.ndarray) -> None:
         """``dst[dst_at] = src[src_at]``: one pass on the CPU, two torch kernels on a GPU."""
