@@ -276,8 +276,9 @@ def main() -> None:
     if args.small:
         args.nodes, args.batches, args.train_batches = 100_000, 20, 10
     logging.basicConfig(level=logging.WARNING)
+    has_pyg_sampler = any(importlib.util.find_spec(m) for m in ("pyg_lib", "torch_sparse"))
     print(f"torch threads per trainer: {torch.get_num_threads()}; pyg-lib/torch-sparse: "
-          f"{any(importlib.util.find_spec(m) for m in ('pyg_lib', 'torch_sparse'))}", flush=True)
+          f"{has_pyg_sampler}", flush=True)
     with tempfile.TemporaryDirectory(dir=args.work_dir, prefix="gnnstore-loader-") as tmp:
         work = Path(tmp)
         (work / "full").mkdir()
@@ -293,7 +294,7 @@ def main() -> None:
         common = Phase("", "", tuple(args.fanouts), args.batch_size, args.warmup, args.batches,
                        graph_file=str(tensors))
         results = [in_fresh_process(replace(common, name="in-memory: gnnstore engine", kind="engine"), seeds)]
-        if any(importlib.util.find_spec(m) for m in ("pyg_lib", "torch_sparse")):
+        if has_pyg_sampler:
             results.append(in_fresh_process(replace(common, name="in-memory: PyG NeighborLoader", kind="pyg"), seeds))
         else:
             print("in-memory: PyG NeighborLoader: skipped (neither pyg-lib nor torch-sparse is installed)")
