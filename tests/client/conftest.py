@@ -29,12 +29,19 @@ def hetero_graph() -> HeteroData:
     return generate_hetero_graph(80, 50, 6, num_features=8, seed=0)
 
 
+def _read_only_server(
+    graph: Data | HeteroData, folders: pytest.TempPathFactory, name: str
+) -> Iterator[ServerProcess]:
+    """A read-only server over ``graph`` in a new folder ``name``, stopped after the yield."""
+    server = serve_graph(graph, folders.mktemp(name), "--read-only")
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def homo_server(homo_graph: Data, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A read-only server over ``homo_graph``."""
-    server = serve_graph(homo_graph, tmp_path_factory.mktemp("homo"), "--read-only")
-    yield server
-    server.stop()
+    yield from _read_only_server(homo_graph, tmp_path_factory, "homo")
 
 
 @pytest.fixture(scope="session")
@@ -42,9 +49,7 @@ def hetero_server(
     hetero_graph: HeteroData, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     """A read-only server over ``hetero_graph``."""
-    server = serve_graph(hetero_graph, tmp_path_factory.mktemp("hetero"), "--read-only")
-    yield server
-    server.stop()
+    yield from _read_only_server(hetero_graph, tmp_path_factory, "hetero")
 
 
 class Neo4jServers:
