@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
 
 import grpc
@@ -140,8 +141,5 @@ def _row_bytes(store: FeatureStore, group: object, name: str, shape: tuple[int, 
     """Bytes of one row, from the schema's dtype."""
     for s in store.tensor_schema():
         if s.group_name == group and s.attr_name == name:
-            numel = 1
-            for dim in shape[1:]:
-                numel *= dim
-            return numel * torch.empty((), dtype=s.dtype).element_size()
+            return math.prod(shape[1:]) * s.dtype.itemsize
     raise NotFoundError(f"{describe(group)} has no feature {name!r}")

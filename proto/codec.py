@@ -8,6 +8,7 @@ to an explicit ``homogeneous`` flag, and heterogeneous edge types always decode 
 """
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 
@@ -80,14 +81,11 @@ def tensor_from_proto(message: pb.Tensor, what: str = "tensor") -> Tensor:
     shape = tuple(message.shape)
     if any(dim < 0 for dim in shape):
         raise InvalidRequestError(f"{what} has a negative dimension: shape {list(shape)}")
-    numel = 1
-    for dim in shape:
-        numel *= dim
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if len(message.data) != numel * itemsize:
+    numel = math.prod(shape)
+    if len(message.data) != numel * dtype.itemsize:
         raise InvalidRequestError(
             f"{what} of dtype {message.dtype} and shape {list(shape)} needs "
-            f"{numel * itemsize} bytes, got {len(message.data)}"
+            f"{numel * dtype.itemsize} bytes, got {len(message.data)}"
         )
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
