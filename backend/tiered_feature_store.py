@@ -43,9 +43,7 @@ class TieredFeatureStore(FeatureStore):
 
     def _live(self) -> TierSnapshot | None:
         """The tier's arrays if they hold the store's current version, else ``None``."""
-        if self.tier.version is not None and self.tier.version == self.store.version():
-            return self.tier.snapshot()
-        return None
+        return self.tier.snapshot() if self.tier.is_current(self.store) else None
 
     def _get_tensor(self, attr: TensorAttr) -> Tensor:
         return self._multi_get_tensor([attr])[0]
