@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch_geometric.typing import NodeType
 
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.topology import TopologySnapshot, edge_ends
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,6 @@ class DegreeRanking:
             )
         degree = np.zeros(snapshot.num_nodes[node_type], dtype=np.int64)
         for edge_type, topology in snapshot.edges.items():
-            source = None if edge_type is None else edge_type[0]
-            if source == node_type and topology.num_edges:
+            if edge_ends(edge_type)[0] == node_type and topology.num_edges:
                 degree += np.bincount(topology.row, minlength=degree.shape[0])[: degree.shape[0]]
         return degree

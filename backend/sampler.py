@@ -31,7 +31,7 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 from torch_geometric.typing import NodeType
 
 from gnnstore.backend.sampling_engine import Fanouts, SamplingEngine
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.topology import TopologySnapshot, edge_ends
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
 
 __all__ = ["Fanouts", "SamplingEngine", "SnapshotNeighborSampler"]
@@ -146,24 +146,24 @@ class SnapshotNeighborSampler(BaseSampler):
             raise InvalidRequestError("temporal sampling (edge_label_time) is not supported")
         input_type = index.input_type
         counts = self.engine.snapshot.num_nodes
-        if input_type is None:
-            if self.engine.is_hetero:
-                raise InvalidRequestError("a heterogeneous graph needs the seed links' edge type")
-            ends = (None, None)
-        else:
-            if not self.engine.is_hetero:
-                raise InvalidRequestError(
-                    f"a homogeneous graph takes seed links without an edge type, got {input_type!r}"
-                )
-            ends = (input_type[0], input_type[-1])
-        for name, nt, ids in (("source", ends[0], index.row), ("destination", ends[1], index.col)):
+        if input_type is None and self.engine.is_hetero:
+            raise InvalidRequestError("a heterogeneous graph needs the seed links' edge type")
+        if input_type is not None and not self.engine.is_hetero:
+            raise InvalidRequestError(
+                f"a homogeneous graph takes seed links without an edge type, got {input_type!r}"
+            )
+        src, dst = edge_ends(input_type)
+        for name, nt, ids in (("source", src, index.row), ("destination", dst, index.col)):
             if nt not in counts:
                 raise NotFoundError(
                     f"link {name} type {nt!r} of {input_type!r} is not a node type of the graph "
                     f"(has: {list(counts)})"
                 )
-            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= counts[nt]):
-                bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+            if not ids.numel():
+                continue
+            low, high = int(ids.min()), int(ids.max())
+            if low < 0 or high >= counts[nt]:
+                bad = low if low < 0 else high
                 raise InvalidRequestError(
                     f"link {name} id {bad} of node type {nt!r} is out of range [0, {counts[nt]})"
                 )
