@@ -22,6 +22,7 @@ from . import common_pb2, graph_pb2
 from .codec import (
     attr_key_from_proto,
     attr_key_to_proto,
+    describe,
     edge_type_from_proto,
     edge_type_to_proto,
     ids_from_proto,
@@ -253,7 +254,6 @@ def output_from_proto(response: graph_pb2.SampleResponse) -> SamplerOutput | Het
     )
 
 
-
 @dataclass(frozen=True)
 class NodeRows:
     """Feature rows that travelled with a sample, for one node type.
@@ -348,13 +348,20 @@ def node_rows_from_proto(message: graph_pb2.NodeRows) -> NodeRows:
     Raises:
         InvalidRequestError: names and tensors do not pair up, or row counts differ from ids.
     """
-    ids = ids_from_proto(message.ids, "feature row ids")
+    node_type = node_type_from_proto(message.node_type)
+    where = f"feature rows of {describe(node_type)}"
+    ids = ids_from_proto(message.ids, f"{where}: ids")
     if len(message.attr_names) != len(message.rows):
         raise InvalidRequestError(
-            f"{len(message.attr_names)} attr names for {len(message.rows)} row tensors"
+            f"{where}: {len(message.attr_names)} attr names for {len(message.rows)} row tensors"
         )
-    rows = {name: tensor_from_proto(t, name) for name, t in zip(message.attr_names, message.rows)}
+    rows = {
+        name: tensor_from_proto(t, f"{where}: attr {name!r}")
+        for name, t in zip(message.attr_names, message.rows)
+    }
     for name, tensor in rows.items():
         if tensor.dim() == 0 or tensor.size(0) != ids.numel():
-            raise InvalidRequestError(f"{name}: {list(tensor.shape)} rows for {ids.numel()} ids")
-    return NodeRows(node_type_from_proto(message.node_type), ids, rows)
+            raise InvalidRequestError(
+                f"{where}: attr {name!r} has {list(tensor.shape)} rows for {ids.numel()} ids"
+            )
+    return NodeRows(node_type, ids, rows)

@@ -106,3 +106,10 @@ def test_bad_negative_sampling_is_refused() -> None:
     request.neg_sampling.mode, request.neg_sampling.amount = "triplet", 1.5
     with pytest.raises(InvalidRequestError, match="bad negative sampling"):
         sample_codec.edge_input_from_proto(request)
+
+
+def test_node_rows_with_a_row_count_off_name_the_node_type_and_attr() -> None:
+    rows = sample_codec.NodeRows("paper", torch.tensor([1, 5]), {"x": torch.zeros(3, 4)})
+    message = sample_codec.node_rows_to_proto(rows)
+    with pytest.raises(InvalidRequestError, match="'paper': attr 'x' has \\[3, 4\\] rows for 2 ids"):
+        sample_codec.node_rows_from_proto(message)
