@@ -165,8 +165,13 @@ class Neo4jLiveSampler(BaseSampler):
         for nt, count in self.node_counts.items():
             ids = given.pop(nt, None)
             ids = np.empty(0, np.int64) if ids is None else torch.as_tensor(ids).long().numpy()
-            if ids.size and (ids.min() < 0 or ids.max() >= count):
-                raise InvalidRequestError(f"node type {nt!r}: seed id outside 0..{count - 1}")
+            if ids.size:
+                low, high = int(ids.min()), int(ids.max())
+                if low < 0 or high >= count:
+                    bad = low if low < 0 else high
+                    raise InvalidRequestError(
+                        f"node type {nt!r}: seed id {bad} is outside 0..{count - 1}"
+                    )
             out[nt] = ids
         if given:
             raise NotFoundError(f"node types {list(given)} are not in the graph ({list(self.node_counts)})")
