@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from gnnstore.config import GRAPH_BACKENDS, NEO4J_SAMPLING_MODES, ServerConfig, load_config
 from gnnstore.backend.server import serve
+from gnnstore.config import GRAPH_BACKENDS, NEO4J_SAMPLING_MODES, ServerConfig, load_config
 
 _DEFAULTS = ServerConfig()
 

@@ -17,7 +17,6 @@ from typing import Any
 from torch_geometric.sampler import BaseSampler
 from torch_geometric.typing import EdgeType, NodeType
 
-from gnnstore.config import ServerConfig
 from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.feature_tier import FeatureTier
 from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler
@@ -25,6 +24,7 @@ from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import edge_ends
+from gnnstore.config import ServerConfig
 from gnnstore.proto.errors import GnnStoreError, InvalidRequestError, PreconditionError
 from gnnstore.proto.sample_codec import NumNeighbors
 from gnnstore.stores.data_dir import FEATURES, GRAPH, IDMAP, SNAPSHOTS, Stores, open_stores
