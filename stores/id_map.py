@@ -24,7 +24,7 @@ from rocksdict import WriteBatch
 from torch import Tensor
 
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
-from gnnstore.stores.rocks_db import open_rdict, scan_prefix
+from gnnstore.stores.rocks_db import RocksDBHandle, open_rdict, scan_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class _TypeInfo:
         return cls(int(d["slot"]), int(d["n"]), int(d["identity"]))
 
 
-class IdMap:
+class IdMap(RocksDBHandle):
     """External node key (int or str) <-> dense global id ``0 .. N_t-1``, per node type.
 
     An id, once given, never changes. ``None`` is the node type of a homogeneous graph.
@@ -79,20 +79,6 @@ class IdMap:
         self._types: dict[NodeType, _TypeInfo] = dict(
             sorted(types.items(), key=lambda kv: kv[1].slot)
         )
-
-    def close(self) -> None:
-        """Flush and close the database; the map is unusable afterwards."""
-        if getattr(self, "_db", None) is not None:
-            if not self.read_only:
-                self._db.flush()
-            self._db.close()
-            self._db = None
-
-    def __enter__(self) -> "IdMap":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"IdMap({str(self.path)!r})"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
 
 from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict
 
@@ -48,3 +49,23 @@ def scan_prefix(db: Rdict, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         if not key.startswith(prefix):
             return
         yield key, value
+
+
+class RocksDBHandle:
+    """Lifecycle shared by the stores that own one rocksdict database as ``self._db``."""
+
+    read_only: bool
+
+    def close(self) -> None:
+        """Flush and close the database; the store is unusable afterwards."""
+        if getattr(self, "_db", None) is not None:
+            if not self.read_only:
+                self._db.flush()
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -34,7 +34,7 @@ from gnnstore.proto.errors import (
     NotFoundError,
     PreconditionError,
 )
-from gnnstore.stores.rocks_db import open_rdict, rocksdb_options, scan_prefix
+from gnnstore.stores.rocks_db import RocksDBHandle, open_rdict, rocksdb_options, scan_prefix
 from gnnstore.stores.row_index import GroupName, check_group_name, resolve_index
 
 logger = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ def _rows_to_bytes(tensor: Tensor, row_bytes: int) -> list[bytes]:
     return flat.reshape(n, row_bytes).view(f"V{row_bytes}").ravel().tolist()
 
 
-class RocksDBFeatureStore(FeatureStore):
+class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
     """PyG FeatureStore over RocksDB (rocksdict): fixed-width rows keyed by global id.
 
     Args:
@@ -130,20 +130,6 @@ class RocksDBFeatureStore(FeatureStore):
         self._metas = self._load_metas()
 
     # ---- lifecycle -------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Flush and close the database; the store is unusable afterwards."""
-        if getattr(self, "_db", None) is not None:
-            if not self.read_only:
-                self._db.flush()
-            self._db.close()
-            self._db = None
-
-    def __enter__(self) -> "RocksDBFeatureStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({str(self.path)!r})"
