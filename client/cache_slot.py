@@ -1,6 +1,7 @@
-"""One slot of the feature cache: the rows and id maps of one (node type, attr), and its checks."""
+"""One slot of the feature cache: the rows of one node type's attrs, its id maps, and its checks."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,7 +10,7 @@ import torch
 from torch import Tensor
 
 from gnnstore.client.cache_policy import EvictionPolicy
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError
 
 
 @dataclass(frozen=True)
@@ -36,25 +37,52 @@ class CachedAttr:
         """Bytes of one row."""
         return int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
 
-
 class CacheSlot:
-    """Rows and maps of one (node type, attr): positions ``[0, static_rows)`` are the hot set."""
+    """Rows and maps of one node type; positions ``[0, static_rows)`` are the hot set.
+
+    Every cached attr of the node type keeps its row of an id at the same position, so one id
+    lookup serves all of them and a node is cached for every attr or for none.
+    """
 
     def __init__(
         self,
-        spec: CachedAttr,
+        specs: list[CachedAttr],
         static_rows: int,
         dynamic_rows: int,
         policy: type[EvictionPolicy] | None,
         device: torch.device,
     ) -> None:
-        self.spec, self.static_rows = spec, static_rows
+        self.node_type = specs[0].group_name
+        self.specs = {s.attr_name: s for s in specs}
+        self.static_rows = static_rows
         self.capacity = static_rows + dynamic_rows
-        self.storage = torch.empty((self.capacity, *spec.shape[1:]), dtype=spec.dtype, device=device)
+        self.storage = {
+            s.attr_name: torch.empty((self.capacity, *s.shape[1:]), dtype=s.dtype, device=device)
+            for s in specs
+        }
         self.policy = policy(static_rows, dynamic_rows) if policy and dynamic_rows else None
-        self.id2pos = np.full(spec.shape[0], -1, dtype=np.int64)
+        self.id2pos = np.full(max(s.shape[0] for s in specs), -1, dtype=np.int64)
         self.pos2id = np.full(self.capacity, -1, dtype=np.int64)
         self.warmed_prefix = 0  # the static tier holds the first this-many ids of the warm list
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one node's rows over every cached attr."""
+        return sum(s.row_bytes for s in self.specs.values())
+
+    def spec(self, attr_name: str) -> CachedAttr:
+        """The cached attr ``attr_name``.
+
+        Raises:
+            NotFoundError: it is not cached.
+        """
+        spec = self.specs.get(attr_name)
+        if spec is None:
+            raise NotFoundError(
+                f"feature cache holds no attr {attr_name!r} of node type {self.node_type!r} "
+                f"(has: {sorted(self.specs)})"
+            )
+        return spec
 
     def ensure(self, max_id: int) -> None:
         """Grow the id map to cover ``max_id`` (nodes added after the cache was built)."""
@@ -76,25 +104,31 @@ class CacheSlot:
         if isinstance(ids, Tensor):
             if ids.dtype not in (torch.int32, torch.int64):
                 raise InvalidRequestError(
-                    f"ids for ({self.spec.group_name!r}, {self.spec.attr_name!r}) must be int32 "
-                    f"or int64; got {ids.dtype}"
+                    f"ids for node type {self.node_type!r} must be int32 or int64; got {ids.dtype}"
                 )
             ids = ids.detach().cpu().numpy()
         ids = np.asarray(ids).astype(np.int64, copy=False).reshape(-1)
         if ids.size and ids.min() < 0:
-            raise InvalidRequestError(
-                f"negative id {int(ids.min())} for node type {self.spec.group_name!r}, "
-                f"attr {self.spec.attr_name!r}"
-            )
+            raise InvalidRequestError(f"negative id {int(ids.min())} for node type {self.node_type!r}")
         return ids
 
-    def check_rows(self, ids: np.ndarray, rows: Tensor) -> Tensor:
-        """``rows`` if they are this attr's dtype with one row per id of ``ids`` (global)."""
-        want = (ids.shape[0], *self.spec.shape[1:])
-        if not isinstance(rows, Tensor) or rows.dtype != self.spec.dtype or tuple(rows.shape) != want:
+    def check_rows(self, attr_name: str, ids: np.ndarray, rows: Tensor) -> Tensor:
+        """``rows`` if they are ``attr_name``'s dtype with one row per id of ``ids`` (global)."""
+        spec = self.spec(attr_name)
+        want = (ids.shape[0], *spec.shape[1:])
+        if not isinstance(rows, Tensor) or rows.dtype != spec.dtype or tuple(rows.shape) != want:
             got = (getattr(rows, "dtype", type(rows)), tuple(getattr(rows, "shape", ())))
             raise InvalidRequestError(
-                f"rows for ({self.spec.group_name!r}, {self.spec.attr_name!r}) must be "
-                f"{self.spec.dtype} of shape {want}; got {got[0]} of shape {got[1]}"
+                f"rows for ({self.node_type!r}, {attr_name!r}) must be {spec.dtype} of shape "
+                f"{want}; got {got[0]} of shape {got[1]}"
             )
         return rows
+
+    def check_all_rows(self, ids: np.ndarray, rows: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """``rows`` for every cached attr (attr name -> rows of ``ids``), each checked."""
+        if set(rows) != set(self.specs):
+            raise InvalidRequestError(
+                f"rows for node type {self.node_type!r} must name every cached attr "
+                f"{sorted(self.specs)}; got {sorted(rows)}"
+            )
+        return {name: self.check_rows(name, ids, rows[name]) for name in self.specs}

@@ -1,25 +1,26 @@
 """A byte-bounded cache of feature rows by (node type, attr, global id), in front of the server.
 
-The cache is a decorator with the row source's ``read(ids)`` interface: ``read`` answers what it
-holds and calls ``fetch_missing`` once with only the distinct missing ids. The byte budget is
-shared by every (node type, attr) the cache is built with: each gets the same fraction of its
-rows, so a budget of 20% of the feature bytes caches 20% of every attribute. A slot's rows live
-in one tensor on ``device`` (a GPU for a CUDA-resident cache); ids, positions and the eviction
-metadata live in numpy arrays on the host (one ``CacheSlot`` each, in ``cache_slot.py``), and
-every step is a vectorised batch operation.
+The cache is a decorator with the row source's read interface: ``read_group`` answers the rows
+of several attrs of one node type for the ids it holds and calls ``fetch_missing`` once with
+only the distinct missing ids. A node is cached for every attr of its type or for none: each
+node type has one slot (``cache_slot.py``) whose id maps and eviction metadata (numpy arrays on
+the host) place a node's rows at the same position of every attr's storage tensor (on
+``device``: a GPU for a CUDA-resident cache). The byte budget is shared by every node type in
+proportion to its feature bytes, so a budget of 20% caches 20% of the nodes of every type. Each
+step is one pass in numba over the batch.
 
 Policies, by name: ``static`` (a hot set given once by ``warm``, never evicted), ``lru`` and
 ``sieve`` (dynamic), and ``static+lru`` / ``static+sieve`` (both tiers; a hit in either is
 one lookup, the static tier is filled by ``warm`` and the dynamic tier by misses).
 
-Counters count distinct ids per call: ``hits``, ``misses``, ``static_hits``, ``dynamic_hits``
+Counters count distinct ids per call (one call serves every attr asked for): ``hits``, ``misses``, ``static_hits``, ``dynamic_hits``
 since creation, and per epoch through ``start_epoch()`` / ``stats()``.
 """
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,14 +38,70 @@ logger = logging.getLogger(__name__)
 STATIC = "static"
 POLICY_NAMES = (STATIC, *EVICTION_POLICIES, *(f"{STATIC}+{n}" for n in EVICTION_POLICIES))
 
-FetchMissing = Callable[[Tensor], Tensor]
+FetchMissing = Callable[[Tensor], list[Tensor]]
 
 
 @numba.njit(cache=True, nogil=True)
 def _copy_rows(dst: np.ndarray, dst_at: np.ndarray, src: np.ndarray, src_at: np.ndarray) -> None:
     """``dst[dst_at[i]] = src[src_at[i]]`` for every i, one pass over the bytes."""
+    width = dst.shape[1]
     for i in range(dst_at.shape[0]):
-        dst[dst_at[i], :] = src[src_at[i], :]
+        d, s = dst_at[i], src_at[i]
+        for k in range(width):  # an explicit loop: a slice assignment per row costs 3x more
+            dst[d, k] = src[s, k]
+
+
+@numba.njit(cache=True, nogil=True)
+def _locate(ids: np.ndarray, id2pos: np.ndarray, pos2id: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where each of ``ids`` is: ``(where, hit_positions, missing)``.
+
+    ``where[i]`` is the storage position of ``ids[i]``, or ``-1 - r`` for the ``r``-th of the
+    distinct missing ids, which ``missing`` lists ascending; ``hit_positions`` holds each
+    distinct hit's position once, in order of first appearance. The maps are marked while
+    the call runs (an id seen missing, a position seen hit) and restored before it returns.
+    """
+    n = ids.shape[0]
+    where = np.empty(n, dtype=np.int64)
+    hits = np.empty(n, dtype=np.int64)
+    missing = np.empty(n, dtype=np.int64)
+    num_hits = num_missing = 0
+    for i in range(n):
+        p = id2pos[ids[i]]
+        where[i] = p
+        if p >= 0:
+            if pos2id[p] >= 0:
+                pos2id[p] = -2 - pos2id[p]
+                hits[num_hits] = p
+                num_hits += 1
+        elif p == -1:
+            id2pos[ids[i]] = -2
+            missing[num_missing] = ids[i]
+            num_missing += 1
+    for j in range(num_hits):
+        pos2id[hits[j]] = -2 - pos2id[hits[j]]
+    missing = np.sort(missing[:num_missing])
+    for r in range(num_missing):
+        id2pos[missing[r]] = -2 - r
+    for i in range(n):
+        if where[i] < 0:
+            where[i] = id2pos[ids[i]] + 1
+    for r in range(num_missing):
+        id2pos[missing[r]] = -1
+    return where, hits[:num_hits], missing
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_located(dst: np.ndarray, where: np.ndarray, src: np.ndarray, hits: bool) -> None:
+    """``dst[i] = src[where[i]]`` where ``where[i] >= 0`` (``hits``), else ``src[-1 - where[i]]``."""
+    width = dst.shape[1]
+    for i in range(where.shape[0]):
+        p = where[i]
+        if hits and p >= 0:
+            for k in range(width):
+                dst[i, k] = src[p, k]
+        elif not hits and p < 0:
+            for k in range(width):
+                dst[i, k] = src[-1 - p, k]
 
 
 def _words(t: Tensor) -> np.ndarray:
@@ -80,8 +137,8 @@ class FeatureCache:
     """Feature rows by (node type, attr, global id), bounded by ``capacity_bytes`` of row storage.
 
     Args:
-        capacity_bytes: bytes of row storage shared by all attrs; the id maps add 8 bytes per
-            node id (``index_bytes``).
+        capacity_bytes: bytes of row storage shared by all node types; the id maps add 8 bytes
+            per node id (``index_bytes``).
         attrs: the (node type, attr) pairs to cache, e.g. the server's tensor schema; any
             objects with ``group_name``, ``attr_name``, ``dtype`` and ``shape`` do.
         policy: one of ``POLICY_NAMES`` (default ``static+sieve``).
@@ -105,23 +162,23 @@ class FeatureCache:
                 f"capacity_bytes must be >= 0 and static_fraction in [0, 1]; "
                 f"got {capacity_bytes!r} and {static_fraction!r}"
             )
-        specs = [CachedAttr(a.group_name, a.attr_name, a.dtype, tuple(a.shape)) for a in attrs]
+        groups: dict[Any, list[CachedAttr]] = {}
+        for a in attrs:
+            groups.setdefault(a.group_name, []).append(CachedAttr(a.group_name, a.attr_name, a.dtype, tuple(a.shape)))
         self.capacity_bytes, self.policy, self.device = int(capacity_bytes), policy, torch.device(device)
-        total = sum(s.shape[0] * s.row_bytes for s in specs)
+        sizes = {g: max(s.shape[0] for s in specs) for g, specs in groups.items()}
+        total = sum(sizes[g] * sum(s.row_bytes for s in specs) for g, specs in groups.items())
         parts = policy.split("+")
         dynamic = EVICTION_POLICIES.get(parts[-1])
         static_share = 1.0 if dynamic is None else (static_fraction if STATIC in parts else 0.0)
-        self._slots: dict[tuple[Any, str], CacheSlot] = {}
-        for spec in specs:
-            # Every slot caches the same fraction of its rows; integer division keeps the sum
-            # of the slots' bytes within capacity_bytes.
-            rows = min(spec.shape[0], self.capacity_bytes * spec.shape[0] // total) if total else 0
+        self._slots: dict[Any, CacheSlot] = {}
+        for group, specs in groups.items():
+            # Every node type caches the same fraction of its nodes; integer division keeps the
+            # sum of the slots' bytes within capacity_bytes.
+            rows = min(sizes[group], self.capacity_bytes * sizes[group] // total) if total else 0
             static_rows = int(rows * static_share)
-            self._slots[(spec.group_name, spec.attr_name)] = CacheSlot(
-                spec, static_rows, rows - static_rows, dynamic, self.device
-            )
+            self._slots[group] = CacheSlot(specs, static_rows, rows - static_rows, dynamic, self.device)
         self.hits = self.misses = self.static_hits = self.dynamic_hits = 0
-        self._memo: tuple[Tensor, int, tuple[np.ndarray, np.ndarray]] | None = None
         self._epoch_start = CacheStats()
         self._lock = threading.Lock()
         logger.info(
@@ -132,7 +189,7 @@ class FeatureCache:
     @property
     def nbytes(self) -> int:
         """Bytes of row storage allocated (never more than ``capacity_bytes``)."""
-        return sum(s.capacity * s.spec.row_bytes for s in self._slots.values())
+        return sum(s.capacity * s.row_bytes for s in self._slots.values())
 
     @property
     def index_bytes(self) -> int:
@@ -164,35 +221,42 @@ class FeatureCache:
             now.dynamic_hits - start.dynamic_hits,
         )
 
-    def read(self, group_name: Any, attr_name: str, ids: Tensor, fetch_missing: FetchMissing) -> Tensor:
-        """Rows of ``ids`` (global) in request order, duplicates kept, on the cache's device.
+    def read_group(
+        self, group_name: Any, attr_names: Sequence[str], ids: Tensor, fetch_missing: FetchMissing
+    ) -> list[Tensor]:
+        """Rows of ``ids`` (global) for each of ``attr_names``, in request order, duplicates kept.
 
         ``fetch_missing`` is called at most once, with the distinct missing ids (int64, CPU,
-        ascending), and must return their rows in that order.
+        ascending), and must return their rows for each of ``attr_names``, in that order.
+        Fetched rows are admitted to the dynamic tier when ``attr_names`` covers every cached
+        attr of the node type.
 
         Raises:
             InvalidRequestError: negative ids, or fetched rows of the wrong dtype or shape.
-            NotFoundError: the (node type, attr) is not cached.
+            NotFoundError: the node type or an attr is not cached.
         """
-        slot = self._slot(group_name, attr_name)
-        uniq, inverse = self._distinct(slot, ids)
-        with self._lock:
-            pos_u = self._find(slot, uniq)
-            pos = pos_u[inverse]
-            if (pos_u >= 0).all():
-                return slot.storage.index_select(0, self._on_device(pos))
-            out = torch.empty((pos.shape[0], *slot.spec.shape[1:]), dtype=slot.spec.dtype, device=self.device)
-            at = np.flatnonzero(pos >= 0)
-            self._move_rows(out, at, slot.storage, pos[at])
-        miss_u = pos_u < 0
-        missing = uniq[miss_u]
-        rows = slot.check_rows(missing, fetch_missing(torch.from_numpy(missing))).to(self.device)
-        at = np.flatnonzero(pos < 0)
-        rank = np.cumsum(miss_u) - 1  # index of each distinct missing id in ``rows``
-        self._move_rows(out, at, rows, rank[inverse[at]])
-        with self._lock:
-            self._store(slot, missing, rows)
-        return out
+        slot = self._slot(group_name)
+        specs = [slot.spec(name) for name in attr_names]
+        ids = slot.check_ids(ids)
+        outs = [torch.empty((ids.shape[0], *s.shape[1:]), dtype=s.dtype, device=self.device) for s in specs]
+        with self._lock:  # hits are copied before another thread can evict them
+            where, missing = self._locate(slot, ids)
+            for name, out in zip(attr_names, outs):
+                self._fill(out, where, slot.storage[name], hits=True)
+        if not missing.size:
+            return outs
+        fetched = fetch_missing(torch.from_numpy(missing))
+        rows = {name: slot.check_rows(name, missing, r).to(self.device) for name, r in zip(attr_names, fetched)}
+        for name, out in zip(attr_names, outs):
+            self._fill(out, where, rows[name], hits=False)
+        if rows.keys() == slot.storage.keys():
+            with self._lock:
+                self._store(slot, missing, rows)
+        return outs
+
+    def read(self, group_name: Any, attr_name: str, ids: Tensor, fetch_missing: Callable[[Tensor], Tensor]) -> Tensor:
+        """``read_group`` for one attr; ``fetch_missing`` returns that attr's rows."""
+        return self.read_group(group_name, [attr_name], ids, lambda missing: [fetch_missing(missing)])[0]
 
     def lookup(self, group_name: Any, attr_name: str, ids: Tensor) -> tuple[Tensor, Tensor]:
         """Split ``ids`` (global) into hits and misses.
@@ -201,42 +265,46 @@ class FeatureCache:
             ``(rows, hit_mask)``: ``hit_mask[i]`` says whether ``ids[i]`` is cached, and
             ``rows`` holds the rows of ``ids[hit_mask]`` in that order, on the cache's device.
         """
-        slot = self._slot(group_name, attr_name)
-        uniq, inverse = np.unique(slot.check_ids(ids), return_inverse=True)
+        slot = self._slot(group_name)
+        slot.spec(attr_name)
+        ids = slot.check_ids(ids)
         with self._lock:
-            pos = self._find(slot, uniq)[inverse]
-            hit = pos >= 0
-            rows = slot.storage.index_select(0, self._on_device(pos[hit]))
+            where, _ = self._locate(slot, ids)
+            hit = where >= 0
+            rows = slot.storage[attr_name].index_select(0, self._on_device(where[hit]))
         return rows, torch.from_numpy(hit)
 
-    def insert(self, group_name: Any, attr_name: str, ids: Tensor | np.ndarray, rows: Tensor) -> int:
-        """Offer rows of ``ids`` (global) to the dynamic tier; return how many were stored.
+    def insert(self, group_name: Any, ids: Tensor | np.ndarray, rows: Mapping[str, Tensor]) -> int:
+        """Offer rows of ``ids`` (global; ``rows``: every cached attr) to the dynamic tier.
 
-        Resident ids get their row overwritten; new ids are admitted up to the tier's capacity
-        (the rest are dropped, never waited for), evicting by the policy.
+        Resident ids get their rows overwritten; new ids are admitted up to the tier's capacity
+        (the rest are dropped, never waited for), evicting by the policy. Returns how many
+        were stored.
         """
-        slot = self._slot(group_name, attr_name)
+        slot = self._slot(group_name)
         ids = slot.check_ids(ids)
-        rows = slot.check_rows(ids, rows).to(self.device)
+        rows = slot.check_all_rows(ids, rows)
         uniq, first = np.unique(ids, return_index=True)
         if uniq.shape[0] != ids.shape[0] or not (first == np.arange(first.shape[0])).all():
-            rows = rows.index_select(0, self._on_device(first))
+            rows = {name: r.index_select(0, torch.from_numpy(first).to(r.device)) for name, r in rows.items()}
+        rows = {name: r.to(self.device) for name, r in rows.items()}
         with self._lock:
             return self._store(slot, uniq, rows)
 
-    def warm(self, group_name: Any, attr_name: str, ids: Tensor | np.ndarray, rows: Tensor) -> int:
+    def warm(self, group_name: Any, ids: Tensor | np.ndarray, rows: Mapping[str, Tensor]) -> int:
         """Empty the slot and fill its static tier with ``ids`` (global, hottest first).
 
-        Ids beyond the static tier's capacity are dropped. Under a policy without a static
-        tier the rows go to the dynamic tier instead. Returns how many rows were stored.
+        ``rows`` holds every cached attr's rows of ``ids``. Ids beyond the static tier's
+        capacity are dropped. Under a policy without a static tier the rows go to the dynamic
+        tier instead. Returns how many nodes were stored.
         """
-        slot = self._slot(group_name, attr_name)
+        slot = self._slot(group_name)
         ids = slot.check_ids(ids)
-        rows = slot.check_rows(ids, rows)
+        rows = slot.check_all_rows(ids, rows)
         with self._lock:
             slot.clear()
         if slot.static_rows == 0:
-            return self.insert(group_name, attr_name, ids, rows)
+            return self.insert(group_name, ids, rows)
         _, first = np.unique(ids, return_index=True)
         keep = np.sort(first)[: slot.static_rows]  # distinct ids in the caller's order
         with self._lock:
@@ -244,59 +312,55 @@ class FeatureCache:
             positions = np.arange(keep.shape[0])
             slot.pos2id[positions] = ids[keep]
             slot.id2pos[ids[keep]] = positions
-            slot.storage[: keep.shape[0]] = rows[torch.from_numpy(keep)].to(self.device)
+            for name, r in rows.items():
+                slot.storage[name][: keep.shape[0]] = r[torch.from_numpy(keep)].to(self.device)
             apart = np.flatnonzero(keep != np.arange(keep.shape[0]))  # a repeated id ends the prefix
             slot.warmed_prefix = int(apart[0]) if apart.size else int(keep.shape[0])
-        logger.info("feature cache: warmed (%r, %r) with %d rows", group_name, attr_name, keep.shape[0])
+        logger.info("feature cache: warmed node type %r with %d nodes", group_name, keep.shape[0])
         return int(keep.shape[0])
 
     def known_ids(
         self, group_name: Any, *, include_static: bool = True, include_dynamic: bool = False
     ) -> Tensor:
-        """Global ids (int64, ascending) held in the named tiers for every attr of ``group_name``.
+        """Global ids (int64, ascending) held in the named tiers for ``group_name``.
 
         The sampling request sends these so the server leaves their rows out. The static tier
         never evicts. A dynamic row named in a request may be evicted before its batch is read
-        only when other batches are read in between (features read in another process than
-        the sampling); the exchange then fetches it in a second round trip, so rows stay exact.
+        only when other batches are read in between (prefetching, or features read in another
+        process than the sampling); the exchange then fetches it in a second round trip, so
+        rows stay exact.
         """
+        slot = self._slots.get(group_name)
+        if slot is None:
+            return torch.empty(0, dtype=torch.long)
+        lo = 0 if include_static else slot.static_rows
+        hi = slot.capacity if include_dynamic else slot.static_rows
         with self._lock:
-            held = None
-            for (group, _), slot in self._slots.items():
-                if group != group_name:
-                    continue
-                lo = 0 if include_static else slot.static_rows
-                hi = slot.capacity if include_dynamic else slot.static_rows
-                if held is None:
-                    held = slot.pos2id[lo:hi]
-                    held = held[held >= 0]
-                else:
-                    held = held[held < slot.id2pos.shape[0]]
-                    pos = slot.id2pos[held]
-                    held = held[(pos >= lo) & (pos < hi)]
-        return torch.from_numpy(np.sort(held) if held is not None else np.empty(0, dtype=np.int64))
+            held = slot.pos2id[lo:hi]
+            held = held[held >= 0]
+        return torch.from_numpy(np.sort(held))
 
     def static_capacity(self, group_name: Any) -> int:
-        """Rows the static tier of ``group_name``'s attrs can hold (the largest of its attrs)."""
-        return max((s.static_rows for (g, _), s in self._slots.items() if g == group_name), default=0)
+        """Nodes the static tier of ``group_name`` can hold."""
+        slot = self._slots.get(group_name)
+        return 0 if slot is None else slot.static_rows
 
     def warmed_prefix(self, group_name: Any) -> int:
-        """How many leading ids of the last ``warm`` lists every attr of ``group_name`` holds.
+        """How many leading ids of the last ``warm`` list the static tier of ``group_name`` holds.
 
         A client warmed from the server's hot ranking sends this count instead of the ids; it
         drops to 0 after ``clear()``.
         """
-        with self._lock:
-            counts = [s.warmed_prefix for (g, _), s in self._slots.items() if g == group_name]
-        return min(counts, default=0)
+        slot = self._slots.get(group_name)
+        return 0 if slot is None else slot.warmed_prefix
 
     def groups(self) -> list[Any]:
         """The node types cached, in the order the attrs were given."""
-        return list(dict.fromkeys(g for g, _ in self._slots))
+        return list(self._slots)
 
     def attr_names(self, group_name: Any) -> list[str]:
         """The attrs of ``group_name`` cached."""
-        return [a for g, a in self._slots if g == group_name]
+        return list(self._slot(group_name).specs)
 
     def clear(self) -> None:
         """Drop every cached row (e.g. after the server's feature version changed)."""
@@ -305,67 +369,60 @@ class FeatureCache:
                 slot.clear()
 
     def __getstate__(self) -> dict:
-        return {k: (None if k == "_memo" else v) for k, v in self.__dict__.items() if k != "_lock"}
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def _store(self, slot: CacheSlot, uniq: np.ndarray, rows: Tensor) -> int:
-        """Write rows of distinct ascending ids (rows on the device, aligned); hold the lock."""
+    def _store(self, slot: CacheSlot, uniq: np.ndarray, rows: dict[str, Tensor]) -> int:
+        """Write rows of distinct ascending ids (every attr, on the device, aligned); hold the lock."""
         if not uniq.size:
             return 0
         slot.ensure(int(uniq[-1]))
         pos = slot.id2pos[uniq]
         at = np.flatnonzero(pos >= 0)
-        self._move_rows(slot.storage, pos[at], rows, at)  # resident: refresh the row in place
+        for name, r in rows.items():  # resident (another thread stored it): refresh in place
+            self._move_rows(slot.storage[name], pos[at], r, at)
         if slot.policy is None:
             return int(at.size)
         at_new = np.flatnonzero(pos < 0)[: slot.policy.capacity]
         new = uniq[at_new]
         slot.policy.admit(new, slot.id2pos, slot.pos2id)
         kept = slot.id2pos[new] >= 0  # in a full tier a late id may evict an early one
-        self._move_rows(slot.storage, slot.id2pos[new[kept]], rows, at_new[kept])
+        for name, r in rows.items():
+            self._move_rows(slot.storage[name], slot.id2pos[new[kept]], r, at_new[kept])
         return int(at.size + kept.sum())
 
-    def _find(self, slot: CacheSlot, uniq: np.ndarray) -> np.ndarray:
-        """Positions of distinct ascending ids (-1 for a miss); counts and records the hits."""
-        if uniq.size:
-            slot.ensure(int(uniq[-1]))
-        pos = slot.id2pos[uniq]
-        hit = pos >= 0
-        static = int((pos[hit] < slot.static_rows).sum())
-        self.hits += int(hit.sum())
-        self.misses += int(uniq.shape[0] - hit.sum())
+    def _locate(self, slot: CacheSlot, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``where`` and ``missing`` of the ``_locate`` kernel; counts and records the hits. Hold the lock."""
+        if ids.size:
+            slot.ensure(int(ids.max()))
+        where, hit_positions, missing = _locate(ids, slot.id2pos, slot.pos2id)
+        static = int(np.count_nonzero(hit_positions < slot.static_rows))
+        self.hits += hit_positions.size
+        self.misses += missing.size
         self.static_hits += static
-        self.dynamic_hits += int(hit.sum()) - static
+        self.dynamic_hits += hit_positions.size - static
         if slot.policy is not None:
-            dyn = pos[pos >= slot.static_rows]
-            if dyn.size:
-                slot.policy.touch(dyn)
-        return pos
+            dynamic = hit_positions[hit_positions >= slot.static_rows]
+            if dynamic.size:
+                slot.policy.touch(dynamic)
+        return where, missing
 
-    def _distinct(self, slot: CacheSlot, ids: Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``np.unique(ids, return_inverse=True)``, computed once for the attrs of one batch.
+    def _fill(self, out: Tensor, where: np.ndarray, src: Tensor, *, hits: bool) -> None:
+        """Rows of ``out`` located in ``src``: the hits (``src`` is the storage) or the misses."""
+        if out.is_cuda:
+            at = np.flatnonzero(where >= 0 if hits else where < 0)
+            self._move_rows(out, at, src, where[at] if hits else -1 - where[at])
+        elif where.size and out[0].numel() and src.shape[0]:
+            _copy_located(_words(out), where, _words(src.contiguous()), hits)
 
-        A loader reads every attr of a node type with the same index tensor; it is recognised
-        by identity and torch's in-place version counter, so an edited tensor is recomputed.
-        """
-        if not isinstance(ids, Tensor):
-            return np.unique(slot.check_ids(ids), return_inverse=True)
-        memo = self._memo
-        if memo is not None and memo[0] is ids and memo[1] == ids._version:
-            return memo[2]
-        result = np.unique(slot.check_ids(ids), return_inverse=True)
-        self._memo = (ids, ids._version, result)
-        return result
-
-    def _slot(self, group_name: Any, attr_name: str) -> CacheSlot:
-        slot = self._slots.get((group_name, attr_name))
+    def _slot(self, group_name: Any) -> CacheSlot:
+        slot = self._slots.get(group_name)
         if slot is None:
             raise NotFoundError(
-                f"feature cache holds no attr {attr_name!r} of node type {group_name!r} "
-                f"(has: {sorted(self._slots, key=repr)})"
+                f"feature cache holds no node type {group_name!r} (has: {sorted(self._slots, key=repr)})"
             )
         return slot
 

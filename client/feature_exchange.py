@@ -7,8 +7,8 @@ was given the feature store, it asks the server for those rows in the sampling R
 another round trip. Both objects hold the same ``FeatureExchange``, and it survives fork and
 pickling (PyG pickles the feature store and the sampler together into spawned workers).
 
-A feature cache plugs in as ``cache`` (anything with ``FeatureCache.read``'s signature):
-``take`` answers hits from it and fills misses from the delivered rows. If the cache also
+A feature cache plugs in as ``cache`` (anything with ``FeatureCache.read_group``'s signature):
+``take`` answers hits from it, one call per node type, and fills misses from the delivered rows. If the cache also
 offers ``known_ids(group_name, include_static=..., include_dynamic=...) -> Tensor`` (global ids
 it holds for every attr of the group), the request tells the server to leave those rows out, so
 only misses travel. A static tier warmed from the server's hot ranking (``hot``, filled by
@@ -47,10 +47,15 @@ FetchRows = Callable[[list[TensorAttr]], list[Tensor]]
 class RowCache(Protocol):
     """What the exchange needs of a feature cache (``client.feature_cache.FeatureCache``)."""
 
-    def read(
-        self, group_name: Any, attr_name: str, ids: Tensor, fetch_missing: Callable[[Tensor], Tensor]
-    ) -> Tensor:
-        """Rows of ``ids`` (global); ``fetch_missing`` gets the distinct missing ids, ascending."""
+    def read_group(
+        self,
+        group_name: Any,
+        attr_names: Sequence[str],
+        ids: Tensor,
+        fetch_missing: Callable[[Tensor], list[Tensor]],
+    ) -> list[Tensor]:
+        """Rows of ``ids`` (global) per attr; ``fetch_missing`` gets the distinct missing ids,
+        ascending, and returns their rows per attr."""
 
 
 class _Delivery:
@@ -139,11 +144,12 @@ class FeatureExchange:
         delivery = self._claim(attrs)
         if delivery is None:
             return self._read(attrs, fetch)
-        out = []
-        for attr in attrs:
-            delivered = delivery.rows[attr.group_name]
-            out.append(self._assemble(attr, delivered, fetch))
-        return out
+        out: dict[int, Tensor] = {}
+        for group, positions in _by_group(attrs).items():
+            names = [attrs[i].attr_name for i in positions]
+            rows = self._assemble(group, names, attrs[positions[0]].index, delivery.rows[group], fetch)
+            out.update(zip(positions, rows))
+        return [out[i] for i in range(len(attrs))]
 
     def _counted(self, fetch: FetchRows) -> FetchRows:
         def counted(attrs: list[TensorAttr]) -> list[Tensor]:
@@ -163,38 +169,52 @@ class FeatureExchange:
                     return delivery
         return None
 
-    def _assemble(self, attr: TensorAttr, delivered: NodeRows, fetch: FetchRows) -> Tensor:
-        """Rows of ``attr.index`` from the delivered ids (unique, ascending), the cache, or fetch."""
-        rows = delivered.rows[attr.attr_name]
+    def _assemble(
+        self, group: NodeType | None, names: list[str], index: Tensor, delivered: NodeRows, fetch: FetchRows
+    ) -> list[Tensor]:
+        """Rows of ``index`` for ``names`` from the delivered ids (unique, ascending), the cache, or fetch."""
 
-        def from_delivery(ids: Tensor) -> Tensor:
+        def from_delivery(ids: Tensor) -> list[Tensor]:
+            rows = [delivered.rows[name] for name in names]
             if ids.numel() == delivered.ids.numel() and torch.equal(ids, delivered.ids):
                 return rows  # the cache asks for exactly the rows the server sent (only misses)
             pos = torch.searchsorted(delivered.ids, ids).clamp_(max=max(delivered.ids.numel() - 1, 0))
-            found = delivered.ids.numel() > 0 and bool((delivered.ids[pos] == ids).all())
-            if found:
-                return rows.index_select(0, pos)
-            missing = TensorAttr(attr.group_name, attr.attr_name, ids)
+            if delivered.ids.numel() > 0 and bool((delivered.ids[pos] == ids).all()):
+                return [r.index_select(0, pos) for r in rows]
             logger.debug("rows of %d ids were not delivered; fetching them", ids.numel())
-            return fetch([missing])[0]
+            return fetch([TensorAttr(group, name, ids) for name in names])
 
-        index = attr.index.long()
+        index = index.long()
         if self.cache is None:
             return from_delivery(index)
-        return self.cache.read(attr.group_name, attr.attr_name, index, from_delivery)
+        return self.cache.read_group(group, names, index, from_delivery)
 
     def _read(self, attrs: list[TensorAttr], fetch: FetchRows) -> list[Tensor]:
         """No delivery matches: the cache answers what it can, the server the rest."""
         if self.cache is None:
             return fetch(attrs)
-        out = []
-        for attr in attrs:
+        out: dict[int, Tensor] = {}
+        for i, attr in enumerate(attrs):
             if not isinstance(attr.index, Tensor):
-                out.append(fetch([attr])[0])
-                continue
+                out[i] = fetch([attr])[0]
+        by_index: dict[tuple[Any, int], list[int]] = {}
+        for i, attr in enumerate(attrs):  # one cache call per node type and index tensor
+            if i not in out:
+                by_index.setdefault((attr.group_name, id(attr.index)), []).append(i)
+        for (group, _), positions in by_index.items():
+            names = [attrs[i].attr_name for i in positions]
 
-            def fetch_missing(ids: Tensor, attr: TensorAttr = attr) -> Tensor:
-                return fetch([TensorAttr(attr.group_name, attr.attr_name, ids)])[0]
+            def fetch_missing(ids: Tensor, group: Any = group, names: list[str] = names) -> list[Tensor]:
+                return fetch([TensorAttr(group, name, ids) for name in names])
 
-            out.append(self.cache.read(attr.group_name, attr.attr_name, attr.index.long(), fetch_missing))
-        return out
+            rows = self.cache.read_group(group, names, attrs[positions[0]].index.long(), fetch_missing)
+            out.update(zip(positions, rows))
+        return [out[i] for i in range(len(attrs))]
+
+
+def _by_group(attrs: list[TensorAttr]) -> dict[NodeType | None, list[int]]:
+    """Positions of ``attrs`` per node type, in order."""
+    groups: dict[NodeType | None, list[int]] = {}
+    for i, attr in enumerate(attrs):
+        groups.setdefault(attr.group_name, []).append(i)
+    return groups

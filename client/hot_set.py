@@ -53,8 +53,7 @@ def warm_hot_set(fs: RemoteFeatureStore) -> dict[NodeType | None, HotPrefix]:
             continue
         ids = ids_from_proto(reply.ids, "hot node ids")
         names = cache.attr_names(group)
-        for name, rows in zip(names, _rows(fs, group, names, ids)):
-            cache.warm(group, name, ids, rows)
+        cache.warm(group, ids, dict(zip(names, _rows(fs, group, names, ids))))
         hot[group] = HotPrefix(cache.warmed_prefix(group), reply.version)
         logger.info("hot set of node type %r: %d nodes (ranking %s)", group, hot[group].count, reply.version)
     fs.exchange.hot = hot

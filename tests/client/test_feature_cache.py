@@ -40,7 +40,7 @@ def test_rows_are_bit_identical_on_random_streams(policy: str, dtype: torch.dtyp
     gen = torch.Generator().manual_seed(0)
     x = random_features(300, dtype, gen)
     src, cache = Source(x), make_cache(x, 60, policy)
-    cache.warm("paper", "x", torch.arange(100, 0, -1), x[torch.arange(100, 0, -1)])
+    cache.warm("paper", torch.arange(100, 0, -1), {"x": x[torch.arange(100, 0, -1)]})
     for _ in range(40):
         ids = torch.randint(0, 300, (int(torch.randint(0, 90, (1,), generator=gen)),), generator=gen)
         ids = torch.cat([ids, ids[:5]])  # duplicates kept
@@ -55,7 +55,7 @@ def test_rows_are_bit_identical_on_random_streams(policy: str, dtype: torch.dtyp
 def test_fetch_gets_only_the_misses_and_residents_stay_within_capacity(policy: str) -> None:
     x = torch.arange(200, dtype=torch.float32).view(-1, 1)
     src, cache = Source(x), make_cache(x, 50, policy)
-    cache.warm("paper", "x", torch.arange(50), x[:50])
+    cache.warm("paper", torch.arange(50), {"x": x[:50]})
     rng = np.random.default_rng(1)
     for _ in range(30):
         ids = torch.from_numpy(rng.integers(0, 200, 40))
@@ -111,7 +111,7 @@ def test_sieve_keeps_a_hot_set_through_a_one_pass_scan_lru_loses_it(policy: str,
 def test_static_tier_never_evicts_and_is_counted_per_tier() -> None:
     x = torch.randn(1000, 3)
     src, cache = Source(x), make_cache(x, 100, "static+sieve", static_fraction=0.5)
-    assert cache.warm("paper", "x", torch.arange(999, 0, -1), x[torch.arange(999, 0, -1)]) == 50
+    assert cache.warm("paper", torch.arange(999, 0, -1), {"x": x[torch.arange(999, 0, -1)]}) == 50
     for start in range(0, 900, 30):
         cache.read("paper", "x", torch.arange(start, start + 30), src)
     cache.start_epoch()
@@ -132,7 +132,7 @@ def test_epoch_windows_report_and_reset() -> None:
     assert (cache.stats().hits, cache.stats().misses, cache.hits, cache.misses) == (2, 1, 2, 3)
 
 
-def test_budget_is_shared_as_one_fraction_of_every_attr() -> None:
+def test_budget_is_shared_as_one_fraction_of_every_node_type() -> None:
     specs = [
         CachedAttr("paper", "x", torch.float32, (1000, 16)),
         CachedAttr("author", "x", torch.float64, (400, 4)),
@@ -141,10 +141,9 @@ def test_budget_is_shared_as_one_fraction_of_every_attr() -> None:
     total = 1000 * 64 + 400 * 32 + 1000 * 8
     cache = FeatureCache(total // 4, specs, policy="lru")
     assert cache.nbytes <= total // 4
-    for spec in specs:
-        n = spec.shape[0]
-        x = torch.zeros(spec.shape, dtype=spec.dtype)
-        assert cache.insert(spec.group_name, spec.attr_name, torch.arange(n), x) == n // 4
+    for group, n in (("paper", 1000), ("author", 400)):
+        rows = {s.attr_name: torch.zeros(s.shape, dtype=s.dtype) for s in specs if s.group_name == group}
+        assert cache.insert(group, torch.arange(n), rows) == n // 4
 
 
 def test_insert_refreshes_resident_rows_and_clear_empties() -> None:
@@ -152,22 +151,35 @@ def test_insert_refreshes_resident_rows_and_clear_empties() -> None:
     src, cache = Source(x), make_cache(x, 20, "sieve")
     cache.read("paper", "x", torch.arange(5), src)
     new = torch.randn(2, 2)
-    assert cache.insert("paper", "x", torch.tensor([3, 3]), new[[1, 1]]) == 1
+    assert cache.insert("paper", torch.tensor([3, 3]), {"x": new[[1, 1]]}) == 1
     assert torch.equal(cache.read("paper", "x", torch.tensor([3]), src), new[[1]])
     cache.clear()
     assert not cache.lookup("paper", "x", torch.arange(20))[1].any()
 
 
-def test_known_ids_are_the_rows_held_for_every_attr_of_a_type() -> None:
+def test_a_node_is_cached_for_every_attr_of_its_type_or_none() -> None:
     specs = [CachedAttr("paper", "x", torch.float32, (100, 2)), CachedAttr("paper", "y", torch.int64, (100,))]
-    cache = FeatureCache(100 * 24, specs, policy="static+sieve", static_fraction=0.5)
-    cache.warm("paper", "x", torch.tensor([9, 3, 5]), torch.zeros(3, 2))
-    cache.warm("paper", "y", torch.tensor([5, 9, 7]), torch.zeros(3, dtype=torch.int64))
-    cache.insert("paper", "x", torch.tensor([1, 2]), torch.zeros(2, 2))
-    cache.insert("paper", "y", torch.tensor([2]), torch.zeros(1, dtype=torch.int64))
-    assert cache.known_ids("paper").tolist() == [5, 9]
-    assert cache.known_ids("paper", include_dynamic=True).tolist() == [2, 5, 9]
+    x, y = torch.randn(100, 2), torch.arange(100)
+    cache = FeatureCache(100 * 16, specs, policy="static+sieve", static_fraction=0.5)
+    cache.warm("paper", torch.tensor([9, 3, 5]), {"x": x[[9, 3, 5]], "y": y[[9, 3, 5]]})
+    cache.insert("paper", torch.tensor([1, 2]), {"x": x[[1, 2]], "y": y[[1, 2]]})
+    assert cache.known_ids("paper").tolist() == [3, 5, 9]
+    assert cache.known_ids("paper", include_dynamic=True).tolist() == [1, 2, 3, 5, 9]
     assert cache.known_ids("author").numel() == 0
+    # one attr read alone is answered but not admitted: the other attr would lack the row
+    assert torch.equal(cache.read("paper", "x", torch.tensor([7, 3]), lambda m: x[m]), x[[7, 3]])
+    assert 7 not in cache.known_ids("paper", include_dynamic=True).tolist()
+    fetched = []
+
+    def fetch(m: torch.Tensor) -> list[torch.Tensor]:
+        fetched.append(m)
+        return [x[m], y[m]]
+
+    out = cache.read_group("paper", ["x", "y"], torch.tensor([7, 3, 7]), fetch)
+    assert torch.equal(out[0], x[[7, 3, 7]]) and torch.equal(out[1], y[[7, 3, 7]])
+    assert [m.tolist() for m in fetched] == [[7]] and 7 in cache.known_ids("paper", include_dynamic=True)
+    with pytest.raises(InvalidRequestError, match=r"must name every cached attr \['x', 'y'\]; got \['x'\]"):
+        cache.insert("paper", torch.tensor([4]), {"x": x[[4]]})
 
 
 def test_ids_beyond_the_schema_grow_the_map() -> None:
@@ -183,6 +195,8 @@ def test_bad_input_is_refused_and_loses_nothing() -> None:
     cache.read("paper", "x", torch.arange(4), src)
     with pytest.raises(NotFoundError, match="no attr 'y' of node type 'paper'"):
         cache.read("paper", "y", torch.arange(4), src)
+    with pytest.raises(NotFoundError, match="no node type 'author'"):
+        cache.read("author", "x", torch.arange(4), src)
     with pytest.raises(InvalidRequestError, match="negative id -1 for node type 'paper'"):
         cache.read("paper", "x", torch.tensor([1, -1]), src)
     with pytest.raises(InvalidRequestError, match="must be int32 or int64; got torch.float32"):
@@ -198,7 +212,7 @@ def test_bad_input_is_refused_and_loses_nothing() -> None:
 def test_pickled_cache_keeps_rows_and_works() -> None:
     x = torch.randn(20, 2)
     src, cache = Source(x), make_cache(x, 20, "static+sieve")
-    cache.warm("paper", "x", torch.arange(5), x[:5])
+    cache.warm("paper", torch.arange(5), {"x": x[:5]})
     copy = pickle.loads(pickle.dumps(cache))
     assert torch.equal(copy.read("paper", "x", torch.arange(8), src), x[:8])
     assert copy.static_hits == 5
@@ -209,7 +223,7 @@ def test_pickled_cache_keeps_rows_and_works() -> None:
 def test_cuda_resident_cache_returns_exact_rows_on_the_gpu(policy: str) -> None:
     x = torch.randn(1000, 8)
     src, cache = Source(x), make_cache(x, 200, policy, device="cuda")
-    cache.warm("paper", "x", torch.arange(100), x[:100])
+    cache.warm("paper", torch.arange(100), {"x": x[:100]})
     rng = np.random.default_rng(2)
     for _ in range(20):
         ids = torch.from_numpy(rng.integers(0, 1000, 300))

@@ -28,14 +28,15 @@ class WarmRows:
     def known_ids(self, group_name: object, **tiers: bool) -> Tensor:
         return torch.arange(self.known)
 
-    def read(self, group_name: object, attr_name: str, ids: Tensor,
-             fetch_missing: Callable[[Tensor], Tensor]) -> Tensor:
-        out = self.rows[attr_name][ids].clone()
+    def read_group(self, group_name: object, attr_names: list[str], ids: Tensor,
+                   fetch_missing: Callable[[Tensor], list[Tensor]]) -> list[Tensor]:
+        out = [self.rows[name][ids].clone() for name in attr_names]
         missing = torch.unique(ids[ids >= self.known])
         if missing.numel():
             self.fetched.append(missing)
-            rows = fetch_missing(missing)
-            out[ids >= self.known] = rows[torch.searchsorted(missing, ids[ids >= self.known])]
+            at = torch.searchsorted(missing, ids[ids >= self.known])
+            for o, rows in zip(out, fetch_missing(missing)):
+                o[ids >= self.known] = rows[at]
         return out
 
 
