@@ -45,15 +45,19 @@ class Metrics:
         self._lock = threading.Lock()
         self._methods: dict[str, MethodRecord] = {}
 
-    def record(self, method: str, seconds: float, received: int, sent: int, ok: bool) -> None:
-        """Count one finished call."""
+    def record(self, method: str, seconds: float, received: int, ok: bool) -> None:
+        """Count one finished call (its replies' bytes are counted by ``record_sent``)."""
         with self._lock:
             rec = self._methods.setdefault(method, MethodRecord())
             rec.requests += 1
             rec.errors += 0 if ok else 1
             rec.bytes_received += received
-            rec.bytes_sent += sent
             rec.latencies_s.append(seconds)
+
+    def record_sent(self, method: str, sent: int) -> None:
+        """Count the bytes of one reply message as it is serialised."""
+        with self._lock:
+            self._methods.setdefault(method, MethodRecord()).bytes_sent += sent
 
     def snapshot(self) -> dict[str, MethodRecord]:
         """A consistent copy of every method's counters."""
@@ -71,7 +75,11 @@ class Metrics:
 
 
 class MetricsInterceptor(grpc.ServerInterceptor):
-    """Times every gnnstore call and counts its message bytes into ``metrics``."""
+    """Times every gnnstore call and counts its message bytes into ``metrics``.
+
+    Bytes are counted where the messages are (de)serialised, so no message is encoded twice
+    just to be measured.
+    """
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
@@ -85,45 +93,47 @@ class MetricsInterceptor(grpc.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or not method.startswith(SERVICE_PREFIX):
             return handler
+        deserialize = handler.request_deserializer or (lambda data: data)
+        serialize = handler.response_serializer or (lambda message: message)
+
+        def read(data: bytes) -> tuple[int, Any]:
+            return len(data), deserialize(data)
+
+        def write(message: Any) -> bytes:
+            data = serialize(message)
+            self._metrics.record_sent(method, len(data))
+            return data
+
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+                self._unary(method, handler.unary_unary), request_deserializer=read, response_serializer=write
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+                self._streaming(method, handler.unary_stream), request_deserializer=read,
+                response_serializer=write,
             )
         return handler
 
     def _unary(self, method: str, behaviour: Callable) -> Callable:
-        def timed(request: Any, context: grpc.ServicerContext) -> Any:
-            started, ok, sent = time.perf_counter(), False, 0
+        def timed(sized_request: tuple[int, Any], context: grpc.ServicerContext) -> Any:
+            (received, request), started, ok = sized_request, time.perf_counter(), False
             try:
                 response = behaviour(request, context)
-                ok, sent = True, response.ByteSize()
+                ok = True
                 return response
             finally:
-                self._metrics.record(
-                    method, time.perf_counter() - started, request.ByteSize(), sent, ok
-                )
+                self._metrics.record(method, time.perf_counter() - started, received, ok)
 
         return timed
 
     def _streaming(self, method: str, behaviour: Callable) -> Callable:
-        def timed(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            started, ok, sent = time.perf_counter(), False, 0
+        def timed(sized_request: tuple[int, Any], context: grpc.ServicerContext) -> Iterator[Any]:
+            (received, request), started, ok = sized_request, time.perf_counter(), False
             try:
-                for response in behaviour(request, context):
-                    sent += response.ByteSize()
-                    yield response
+                yield from behaviour(request, context)
                 ok = True
             finally:
-                self._metrics.record(
-                    method, time.perf_counter() - started, request.ByteSize(), sent, ok
-                )
+                self._metrics.record(method, time.perf_counter() - started, received, ok)
 
         return timed

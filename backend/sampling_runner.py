@@ -30,7 +30,7 @@ from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.served_data import SamplerFactory
 from gnnstore.proto.codec import describe
 from gnnstore.proto.errors import InvalidRequestError
-from gnnstore.proto.sample_codec import NodeRows, NumNeighbors, RowRequest
+from gnnstore.proto.sample_codec import NodeRows, NumNeighbors, RowRequest, distinct_in_order
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ class SamplingRunner:
         for group, name in request.attrs:
             if group in nodes:
                 wanted.setdefault(group, []).append(name)
-        ids = {group: self._lacking(group, torch.unique(nodes[group]), request) for group in wanted}
+        ids = {group: self._lacking(group, nodes[group], request) for group in wanted}
         queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
         tensors = iter(self._features.multi_get_tensor(queries) if queries else [])
         return [
@@ -150,19 +150,21 @@ class SamplingRunner:
             for g, names in wanted.items()
         ]
 
-    def _lacking(self, group: NodeType | None, distinct: Tensor, request: RowRequest) -> Tensor:
-        """The ids of ``distinct`` (ascending) that are neither in the client's hot prefix nor known."""
-        keep = np.ones(distinct.numel(), dtype=bool)
+    def _lacking(self, group: NodeType | None, sampled: Tensor, request: RowRequest) -> Tensor:
+        """The distinct ids of ``sampled``, in order of first appearance, that are neither in the
+        client's hot prefix nor known (the ids the client's cache will ask for, in its order)."""
+        ids = sampled.numpy()
+        keep = np.ones(ids.shape[0], dtype=bool)
         prefix = request.hot.get(group)
         if prefix is not None and prefix.count:
             if self.ranking is not None and prefix.version == self.ranking.version:
-                keep &= self.ranking.rank(group)[distinct.numpy()] >= prefix.count
+                keep &= self.ranking.rank(group)[ids] >= prefix.count
             else:
                 logger.debug("hot prefix of version %r ignored: the ranking differs", prefix.version)
         known = request.known.get(group)
         if known is not None and known.numel():
-            keep &= ~np.isin(distinct.numpy(), known.numpy(), kind="table")  # a bitmap over the id range
-        return distinct[torch.from_numpy(keep)]
+            keep &= ~np.isin(ids, known.numpy(), kind="table")  # a bitmap over the id range
+        return torch.from_numpy(distinct_in_order(ids[keep]))
 
     def _check(self, num_seeds: int, what: str, num_neighbors: NumNeighbors) -> None:
         limits = self._limits

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 import click
+import torch
 
 from gnnstore.backend.server import serve
 from gnnstore.config import GRAPH_BACKENDS, NEO4J_SAMPLING_MODES, ServerConfig, load_config
@@ -42,6 +43,9 @@ def serve_command(config_file: Path | None, **flags: object) -> None:
     Prints one line with the bound address and the schema, then serves until SIGTERM/Ctrl-C.
     """
     config = load_config(config_file, os.environ, flags)
+    # Calls run on their own threads; torch's intra-op pool inside each call's small tensor ops
+    # only makes threads wait for cores the calls (and a co-located trainer) already use.
+    torch.set_num_threads(1)
     serve(config, _announce)
 
 

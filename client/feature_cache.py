@@ -55,10 +55,10 @@ def _copy_rows(dst: np.ndarray, dst_at: np.ndarray, src: np.ndarray, src_at: np.
 def _locate(ids: np.ndarray, id2pos: np.ndarray, pos2id: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where each of ``ids`` is: ``(where, hit_positions, missing)``.
 
-    ``where[i]`` is the storage position of ``ids[i]``, or ``-1 - r`` for the ``r``-th of the
-    distinct missing ids, which ``missing`` lists ascending; ``hit_positions`` holds each
-    distinct hit's position once, in order of first appearance. The maps are marked while
-    the call runs (an id seen missing, a position seen hit) and restored before it returns.
+    ``where[i]`` is the storage position of ``ids[i]``, or ``-1 - r`` for ``missing[r]``, the
+    distinct missing ids in order of first appearance; ``hit_positions`` holds each distinct
+    hit's position once, in the same order. The maps are marked while the call runs (an id
+    seen missing, a position seen hit) and restored before it returns.
     """
     n = ids.shape[0]
     where = np.empty(n, dtype=np.int64)
@@ -67,27 +67,24 @@ def _locate(ids: np.ndarray, id2pos: np.ndarray, pos2id: np.ndarray) -> tuple[np
     num_hits = num_missing = 0
     for i in range(n):
         p = id2pos[ids[i]]
-        where[i] = p
         if p >= 0:
             if pos2id[p] >= 0:
                 pos2id[p] = -2 - pos2id[p]
                 hits[num_hits] = p
                 num_hits += 1
+            where[i] = p
         elif p == -1:
-            id2pos[ids[i]] = -2
+            id2pos[ids[i]] = -2 - num_missing
             missing[num_missing] = ids[i]
+            where[i] = -1 - num_missing
             num_missing += 1
+        else:
+            where[i] = p + 1
     for j in range(num_hits):
         pos2id[hits[j]] = -2 - pos2id[hits[j]]
-    missing = np.sort(missing[:num_missing])
-    for r in range(num_missing):
-        id2pos[missing[r]] = -2 - r
-    for i in range(n):
-        if where[i] < 0:
-            where[i] = id2pos[ids[i]] + 1
     for r in range(num_missing):
         id2pos[missing[r]] = -1
-    return where, hits[:num_hits], missing
+    return where, hits[:num_hits], missing[:num_missing]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -226,8 +223,9 @@ class FeatureCache:
     ) -> list[Tensor]:
         """Rows of ``ids`` (global) for each of ``attr_names``, in request order, duplicates kept.
 
-        ``fetch_missing`` is called at most once, with the distinct missing ids (int64, CPU,
-        ascending), and must return their rows for each of ``attr_names``, in that order.
+        ``fetch_missing`` is called at most once, with the distinct missing ids (int64, CPU, in
+        order of first appearance in ``ids``), and must return their rows for each of
+        ``attr_names``, in that order.
         Fetched rows are admitted to the dynamic tier when ``attr_names`` covers every cached
         attr of the node type.
 
@@ -376,10 +374,10 @@ class FeatureCache:
         self._lock = threading.Lock()
 
     def _store(self, slot: CacheSlot, uniq: np.ndarray, rows: dict[str, Tensor]) -> int:
-        """Write rows of distinct ascending ids (every attr, on the device, aligned); hold the lock."""
+        """Write rows of distinct ids (every attr, on the device, aligned); hold the lock."""
         if not uniq.size:
             return 0
-        slot.ensure(int(uniq[-1]))
+        slot.ensure(int(uniq.max()))
         pos = slot.id2pos[uniq]
         at = np.flatnonzero(pos >= 0)
         for name, r in rows.items():  # resident (another thread stored it): refresh in place

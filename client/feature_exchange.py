@@ -54,8 +54,8 @@ class RowCache(Protocol):
         ids: Tensor,
         fetch_missing: Callable[[Tensor], list[Tensor]],
     ) -> list[Tensor]:
-        """Rows of ``ids`` (global) per attr; ``fetch_missing`` gets the distinct missing ids,
-        ascending, and returns their rows per attr."""
+        """Rows of ``ids`` (global) per attr; ``fetch_missing`` gets the distinct missing ids in
+        order of first appearance and returns their rows per attr."""
 
 
 class _Delivery:
@@ -172,15 +172,17 @@ class FeatureExchange:
     def _assemble(
         self, group: NodeType | None, names: list[str], index: Tensor, delivered: NodeRows, fetch: FetchRows
     ) -> list[Tensor]:
-        """Rows of ``index`` for ``names`` from the delivered ids (unique, ascending), the cache, or fetch."""
+        """Rows of ``index`` for ``names`` from the delivered rows, the cache, or fetch."""
 
         def from_delivery(ids: Tensor) -> list[Tensor]:
             rows = [delivered.rows[name] for name in names]
             if ids.numel() == delivered.ids.numel() and torch.equal(ids, delivered.ids):
                 return rows  # the cache asks for exactly the rows the server sent (only misses)
-            pos = torch.searchsorted(delivered.ids, ids).clamp_(max=max(delivered.ids.numel() - 1, 0))
-            if delivered.ids.numel() > 0 and bool((delivered.ids[pos] == ids).all()):
-                return [r.index_select(0, pos) for r in rows]
+            order = torch.argsort(delivered.ids)
+            ordered = delivered.ids[order]
+            pos = torch.searchsorted(ordered, ids).clamp_(max=max(ordered.numel() - 1, 0))
+            if ordered.numel() > 0 and bool((ordered[pos] == ids).all()):
+                return [r.index_select(0, order[pos]) for r in rows]
             logger.debug("rows of %d ids were not delivered; fetching them", ids.numel())
             return fetch([TensorAttr(group, name, ids) for name in names])
 

@@ -12,6 +12,7 @@ import math
 import sys
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.typing import EdgeType, NodeType
@@ -30,6 +31,7 @@ DTYPES: dict[str, torch.dtype] = {
     )
 }
 ID_DTYPES = (torch.int32, torch.int64)
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -77,6 +79,14 @@ def tensor_from_proto(message: pb.Tensor, what: str = "tensor") -> Tensor:
         InvalidRequestError: unknown dtype, negative dimension, or a byte count that does not
             match dtype and shape.
     """
+    dtype, shape = _checked_layout(message, what)
+    if math.prod(shape) == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(message.data), dtype=dtype).reshape(shape)
+
+
+def _checked_layout(message: pb.Tensor, what: str) -> tuple[torch.dtype, tuple[int, ...]]:
+    """The dtype and shape of a wire tensor whose byte count matches them."""
     dtype = dtype_from_name(message.dtype)
     shape = tuple(message.shape)
     if any(dim < 0 for dim in shape):
@@ -87,28 +97,33 @@ def tensor_from_proto(message: pb.Tensor, what: str = "tensor") -> Tensor:
             f"{what} of dtype {message.dtype} and shape {list(shape)} needs "
             f"{numel * dtype.itemsize} bytes, got {len(message.data)}"
         )
-    if numel == 0:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(message.data), dtype=dtype).reshape(shape)
+    return dtype, shape
 
 
 def ids_to_proto(ids: Tensor | Sequence[int]) -> pb.Tensor:
-    """Encode node or edge ids as a 1-D int64 tensor (int32 is widened)."""
-    return tensor_to_proto(torch.as_tensor(ids, dtype=torch.long).reshape(-1))
+    """Encode node or edge ids as a 1-D tensor: int32 on the wire when every id fits, else int64."""
+    ids = torch.as_tensor(ids).reshape(-1)
+    if ids.dtype != torch.int32:
+        ids = ids.to(torch.long)
+        if ids.numel() and _INT32_MIN <= int(ids.min()) and int(ids.max()) <= _INT32_MAX:
+            ids = ids.to(torch.int32)
+    return tensor_to_proto(ids)
 
 
 def ids_from_proto(message: pb.Tensor, what: str = "ids") -> Tensor:
-    """Decode a 1-D integer id tensor as int64.
+    """Decode a 1-D integer id tensor (int32 or int64 on the wire) as a new int64 tensor.
 
     Raises:
         InvalidRequestError: not integer, or not 1-D.
     """
-    ids = tensor_from_proto(message, what)
-    if ids.dtype not in ID_DTYPES:
+    dtype, shape = _checked_layout(message, what)
+    if dtype not in ID_DTYPES:
         raise InvalidRequestError(f"{what} must be int64 or int32 ids, got dtype {message.dtype}")
-    if ids.dim() != 1:
-        raise InvalidRequestError(f"{what} must be 1-D, got shape {list(ids.shape)}")
-    return ids.long()
+    if len(shape) != 1:
+        raise InvalidRequestError(f"{what} must be 1-D, got shape {list(shape)}")
+    if dtype == torch.int32:  # widening makes the one copy a writable tensor needs
+        return torch.from_numpy(np.frombuffer(message.data, dtype="<i4").astype(np.int64))
+    return tensor_from_proto(message, what)
 
 
 def optional_tensor_to_proto(tensor: Tensor | None) -> pb.OptionalTensor:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from torch import Tensor
 from torch_geometric.sampler import (
     EdgeSamplerInput,
@@ -215,15 +216,15 @@ def _metadata_entry(value: object) -> common_pb2.OptionalTensor:
 
 def output_from_proto(response: graph_pb2.SampleResponse) -> SamplerOutput | HeteroSamplerOutput:
     """Decode a SampleResponse into the SamplerOutput / HeteroSamplerOutput PyG's loaders read."""
-    node = {node_type_from_proto(n.node_type): tensor_from_proto(n.ids) for n in response.node}
+    node = {node_type_from_proto(n.node_type): ids_from_proto(n.ids, "sampled node ids") for n in response.node}
     row, col, edge = {}, {}, {}
     for entry in response.edges:
         edge_type = edge_type_from_proto(entry.edge_type)
-        row[edge_type] = tensor_from_proto(entry.row)
-        col[edge_type] = tensor_from_proto(entry.col)
+        row[edge_type] = ids_from_proto(entry.row, "sampled row")
+        col[edge_type] = ids_from_proto(entry.col, "sampled col")
         if entry.HasField("edge"):
-            edge[edge_type] = tensor_from_proto(entry.edge)
-    batch = {node_type_from_proto(b.node_type): tensor_from_proto(b.ids) for b in response.batch}
+            edge[edge_type] = ids_from_proto(entry.edge, "sampled edge ids")
+    batch = {node_type_from_proto(b.node_type): ids_from_proto(b.ids, "batch") for b in response.batch}
     node_counts = {
         node_type_from_proto(c.node_type): list(c.counts) for c in response.num_sampled_nodes
     }
@@ -254,13 +255,29 @@ def output_from_proto(response: graph_pb2.SampleResponse) -> SamplerOutput | Het
     )
 
 
+def distinct_in_order(ids: np.ndarray) -> np.ndarray:
+    """The distinct values of ``ids`` (non-negative ints) in order of first appearance.
+
+    A sample's node list is usually distinct already (only disjoint sampling repeats a node);
+    a bitmap over the id range says so without sorting.
+    """
+    if ids.size < 2:
+        return ids
+    seen = np.zeros(int(ids.max()) + 1, dtype=bool)
+    seen[ids] = True
+    if np.count_nonzero(seen) == ids.size:
+        return ids
+    _, first = np.unique(ids, return_index=True)
+    return ids[np.sort(first)]
+
+
 @dataclass(frozen=True)
 class NodeRows:
     """Feature rows that travelled with a sample, for one node type.
 
     Attributes:
         node_type: the node type (``None`` for a homogeneous graph).
-        ids: global ids, unique and ascending.
+        ids: global ids, distinct, in order of first appearance in the sample's node list.
         rows: attr name → rows, row ``i`` belonging to ``ids[i]``.
     """
 

@@ -47,8 +47,8 @@ def test_rows_are_bit_identical_on_random_streams(policy: str, dtype: torch.dtyp
         out = cache.read("paper", "x", ids.to(torch.int32), src)
         assert out.dtype == dtype and torch.equal(out.view(torch.uint8), x[ids].view(torch.uint8))
     assert cache.nbytes <= cache.capacity_bytes
-    for ids in src.calls:  # only distinct, ascending misses travel
-        assert torch.equal(ids, torch.unique(ids))
+    for ids in src.calls:  # only distinct misses travel
+        assert ids.numel() == torch.unique(ids).numel()
 
 
 @pytest.mark.parametrize("policy", POLICY_NAMES)
@@ -62,8 +62,8 @@ def test_fetch_gets_only_the_misses_and_residents_stay_within_capacity(policy: s
         _, hit = cache.lookup("paper", "x", ids)
         src.calls.clear()
         cache.read("paper", "x", ids, src)
-        expected = torch.unique(ids[~hit])
-        assert (torch.equal(src.calls[0], expected) if len(expected) else src.calls == [])
+        expected = list(dict.fromkeys(ids[~hit].tolist()))  # distinct, in order of first appearance
+        assert (src.calls[0].tolist() == expected if expected else src.calls == [])
         _, resident = cache.lookup("paper", "x", torch.arange(200))
         assert int(resident.sum()) <= 50
 

@@ -82,7 +82,7 @@ def test_an_unmatched_request_falls_back_to_one_multiget(homo_server: ServerProc
 def test_delivered_rows_answer_once_and_never_cross_a_pickle() -> None:
     exchange = FeatureExchange()
     n_id = torch.tensor([4, 2, 4])
-    rows = torch.tensor([[20.0], [40.0]])  # rows of the distinct ids 2 and 4, ascending
+    rows = torch.tensor([[20.0], [40.0]])  # rows of ids 2 and 4, not in n_id order: looked up
     exchange.deliver(SamplerOutput(node=n_id, row=n_id[:0], col=n_id[:0], edge=None),
                      [NodeRows(None, torch.tensor([2, 4]), {"x": rows})])
     clone = pickle.loads(pickle.dumps(exchange))

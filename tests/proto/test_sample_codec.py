@@ -1,6 +1,7 @@
 """PyG's sampler inputs and outputs survive the wire field by field."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch_geometric.sampler import (
@@ -113,3 +114,9 @@ def test_node_rows_with_a_row_count_off_name_the_node_type_and_attr() -> None:
     message = sample_codec.node_rows_to_proto(rows)
     with pytest.raises(InvalidRequestError, match="'paper': attr 'x' has \\[3, 4\\] rows for 2 ids"):
         sample_codec.node_rows_from_proto(message)
+
+
+def test_distinct_in_order_keeps_first_appearances() -> None:
+    assert sample_codec.distinct_in_order(np.array([5, 1, 9])).tolist() == [5, 1, 9]
+    assert sample_codec.distinct_in_order(np.array([5, 1, 5, 0, 1, 7])).tolist() == [5, 1, 0, 7]
+    assert sample_codec.distinct_in_order(np.array([], dtype=np.int64)).tolist() == []
