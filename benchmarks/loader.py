@@ -8,8 +8,8 @@ the same seeds (1024 per batch, fanouts [15, 10]):
 * in memory: gnnstore's engine in-process over the tensors (``SnapshotNeighborSampler`` in a
   PyG ``NodeLoader``), and PyG's ``NeighborLoader`` when pyg-lib or torch-sparse is installed;
 * remote: no cache and no prefetch, prefetch 2, static / SIEVE / static+SIEVE caches at 5% and
-  20% of the nodes, the 20% caches with prefetch 2, and the static one also with 2 loader
-  workers (two sampling RPCs in flight);
+  20% of the nodes, the 20% caches with prefetch 2 (two batches made at once on threads of
+  the trainer process), and the static one also with 2 loader worker processes;
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
   through the remote backend (20% static+SIEVE cache, prefetch 2);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M).
@@ -115,6 +115,7 @@ def _loader(phase: Phase, seeds: Tensor) -> tuple[object, object | None]:
             s.dtype.itemsize * int(np.prod(s.shape)) for s in fs.schema()
         ))
         if cache_bytes:
+            fs.connection.close()
             fs, gs = connect(phase.address, cache_bytes=cache_bytes, cache_policy=phase.policy)
             cache = fs.cache
         sampler = RemoteNeighborSampler(fs, fanouts, feature_store=fs)
@@ -313,7 +314,7 @@ def main() -> None:
                 results.append(in_fresh_process(
                     replace(remote, name=name, cache_fraction=share, policy=policy, prefetch=prefetch), seeds
                 ))
-            results.append(in_fresh_process(replace(  # two RPCs in flight: the wire is the bottleneck
+            results.append(in_fresh_process(replace(  # worker processes instead of threads
                 remote, name="remote: static 20%, prefetch 2, 2 workers", cache_fraction=0.2,
                 policy="static", prefetch=2, workers=2,
             ), seeds))

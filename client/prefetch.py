@@ -1,12 +1,15 @@
-"""Pipeline stage: keep batches in flight on a background thread and measure the trainer's stall.
+"""Pipeline stage: keep batches in flight on background threads and measure the trainer's stall.
 
 ``Prefetcher`` wraps any iterable of batches (a PyG ``NodeLoader``, a torch ``DataLoader``, a
-chain of gnnstore stages). Each ``iter()`` is one epoch: a thread pulls batches from the
-wrapped iterable into a queue of ``depth`` while the trainer computes, so ``depth`` batches
-wait ready and one more is being made. Order is kept; an exception raised while producing
-reaches the trainer at the position it happened. On CUDA, batches are pinned and copied with
-``non_blocking=True`` on the producing thread (the copy is queued on the device's default
-stream, so kernels the trainer queues later see the data).
+chain of gnnstore stages). Each ``iter()`` is one epoch. Over a PyG ``NodeLoader`` or
+``LinkLoader`` (``num_workers=0``) whose sampler claims request seeds in order (gnnstore's
+``RemoteNeighborSampler``), ``depth`` batches are made at once, each on its own thread (the
+sampling RPC of one overlaps the feature assembly of another, and the seeds stay those of a
+plain loop). Any other iterable is pulled by one thread into a queue of ``depth``, so ``depth``
+batches wait ready and one more is being made. Order is kept either way; an exception raised
+while producing reaches the trainer at the position it happened. On CUDA, batches are pinned
+and copied with ``non_blocking=True`` on the producing thread (the copy is queued on the
+device's default stream, so kernels the trainer queues later see the data).
 
 The time the trainer waits in ``next()`` is the stall: ``stall_seconds`` and ``stall_fraction``
 (of the epoch's wall time) describe the current or last epoch. A loop left early (``break``)
@@ -19,11 +22,15 @@ import queue
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import torch
+from torch.utils.data import DataLoader
+from torch_geometric.loader import LinkLoader, NodeLoader
 
 from gnnstore.proto.errors import InvalidRequestError
 
@@ -135,11 +142,7 @@ class _Epoch(Generic[T]):
         self._timing.wall_seconds = now - self._start
         if isinstance(item, (_End, _Failure)):
             self.close()
-            timing = self._timing
-            logger.info(
-                "prefetch epoch: %d batches, stalled %.3f s of %.3f s (%.1f%%)",
-                timing.batches, timing.stall_seconds, timing.wall_seconds, 100 * timing.stall_fraction,
-            )
+            _log_epoch(self._timing)
             if isinstance(item, _Failure):
                 raise item.error
             raise StopIteration
@@ -161,12 +164,107 @@ class _Epoch(Generic[T]):
         self._stop.set()  # the thread sees it within one poll and exits
 
 
+class _ConcurrentEpoch(Generic[T]):
+    """One epoch over a PyG loader: ``depth`` batches made at once on a thread pool, in order.
+
+    Batches are submitted from the trainer's thread in loader order, each with the request
+    seed its sampler claims now, so concurrent batches sample exactly what a plain loop would.
+    """
+
+    def __init__(self, owner: Prefetcher[T], timing: EpochTiming) -> None:
+        self._loader = owner.iterable
+        self._sampler = _seed_claiming_sampler(self._loader)
+        self._device, self._pin_memory = owner.device, owner.pin_memory
+        self._indices = iter(_index_batches(self._loader))
+        self._pool = ThreadPoolExecutor(owner.depth, thread_name_prefix=THREAD_NAME)
+        self._pending: deque[Future] = deque()
+        self._timing, self._start, self._done = timing, time.perf_counter(), False
+        for _ in range(owner.depth):
+            self._submit()
+
+    def __iter__(self) -> _ConcurrentEpoch[T]:
+        return self
+
+    def __next__(self) -> T:
+        if self._done or not self._pending:
+            self._end()
+            raise StopIteration
+        waited = time.perf_counter()
+        try:
+            batch = self._pending.popleft().result()
+        except BaseException:
+            self._end()
+            raise
+        finally:
+            now = time.perf_counter()
+            self._timing.stall_seconds += now - waited
+            self._timing.wall_seconds = now - self._start
+        self._submit()
+        self._timing.batches += 1
+        return batch
+
+    def _submit(self) -> None:
+        index = next(self._indices, None)
+        if index is not None:
+            seed = self._sampler.claim_seed()
+            self._pending.append(self._pool.submit(self._make, index, seed))
+
+    def _make(self, index: Any, seed: int) -> T:
+        with self._sampler.using_seed(seed):
+            batch = self._loader(index)
+        return move_to(batch, self._device, self._pin_memory) if self._device is not None else batch
+
+    def _end(self) -> None:
+        if not self._done:
+            _log_epoch(self._timing)
+        self.close()
+
+    def close(self) -> None:
+        """Cancel batches not started, wait for the running ones, end the threads."""
+        self._done = True
+        for future in self._pending:
+            future.cancel()
+        self._pending.clear()
+        self._pool.shutdown(wait=True)
+
+    def __del__(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _seed_claiming_sampler(loader: object) -> Any:
+    """The sampler of a PyG loader that ``_ConcurrentEpoch`` can drive, else ``None``."""
+    if not isinstance(loader, (NodeLoader, LinkLoader)) or loader.num_workers or loader.batch_sampler is None:
+        return None
+    sampler = loader.node_sampler if isinstance(loader, NodeLoader) else loader.link_sampler
+    has = all(callable(getattr(sampler, name, None)) for name in ("claim_seed", "using_seed"))
+    return sampler if has else None
+
+
+def _index_batches(loader: NodeLoader | LinkLoader) -> DataLoader:
+    """The loader's index batches, drawn from torch's generator exactly as iterating it draws them."""
+    return DataLoader(
+        loader.dataset, batch_sampler=loader.batch_sampler, collate_fn=_as_is, generator=loader.generator
+    )
+
+
+def _as_is(index: list[int]) -> list[int]:
+    return index
+
+
+def _log_epoch(timing: EpochTiming) -> None:
+    logger.info(
+        "prefetch epoch: %d batches, stalled %.3f s of %.3f s (%.1f%%)",
+        timing.batches, timing.stall_seconds, timing.wall_seconds, 100 * timing.stall_fraction,
+    )
+
+
 class Prefetcher(Generic[T]):
-    """Iterate ``iterable`` with ``depth`` batches made ahead on a background thread.
+    """Iterate ``iterable`` with ``depth`` batches made ahead on background threads.
 
     Args:
         iterable: batches; re-iterated once per epoch (each ``iter()`` call).
-        depth: batches kept ready ahead of the trainer (default 2, at least 1).
+        depth: batches made at once (a PyG loader over a ``RemoteNeighborSampler``) or kept
+            ready ahead of the trainer (any other iterable); default 2, at least 1.
         device: if set, batches are moved there on the producing thread.
         pin_memory: pin host tensors before a non-blocking copy; defaults to ``True`` when
             ``device`` is a CUDA device.
@@ -187,12 +285,13 @@ class Prefetcher(Generic[T]):
         is_cuda = self.device is not None and self.device.type == "cuda"
         self.pin_memory = is_cuda if pin_memory is None else bool(pin_memory and is_cuda)
         self.timing = EpochTiming()
-        self._epoch: weakref.ref[_Epoch[T]] | None = None  # weak: an abandoned loop ends its thread
+        self._epoch: weakref.ref[_Epoch[T] | _ConcurrentEpoch[T]] | None = None  # weak: an abandoned loop ends its threads
 
     def __iter__(self) -> Iterator[T]:
         self.close()
         self.timing = EpochTiming()
-        epoch = _Epoch(self, self.timing)
+        concurrent = _seed_claiming_sampler(self.iterable) is not None
+        epoch = (_ConcurrentEpoch if concurrent else _Epoch)(self, self.timing)
         self._epoch = weakref.ref(epoch)
         return epoch
 

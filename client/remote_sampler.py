@@ -16,9 +16,11 @@ one round trip per mini-batch.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -69,7 +71,9 @@ class RemoteNeighborSampler(BaseSampler):
         disjoint: each seed gets its own subtree (``batch.batch`` holds the seed index).
         seed: ``None`` draws each request's seed from torch's generator (``torch.manual_seed``
             repeats a run, per worker as the DataLoader seeds them); an int makes request ``i``
-            of each worker use a seed derived from ``(seed, worker, i)``.
+            of each worker use a seed derived from ``(seed, worker, i)``. A ``Prefetcher``
+            making batches on several threads claims each batch's seed in loader order
+            (``claim_seed`` / ``using_seed``), so it samples what a plain loop would.
         feature_store: the loader's :class:`RemoteFeatureStore`; its rows for the sampled
             nodes then travel in the sampling RPC.
         timeout: deadline of each sampling RPC (default: the connection's).
@@ -100,15 +104,35 @@ class RemoteNeighborSampler(BaseSampler):
         self.feature_store = feature_store
         self.timeout = timeout
         self._calls = itertools.count()
+        self._claimed = threading.local()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_calls"] = None  # an itertools.count cannot be pickled; each process counts anew
+        # Neither a count nor a thread-local can be pickled; each process counts anew.
+        state["_calls"] = state["_claimed"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._calls = itertools.count()
+        self._claimed = threading.local()
+
+    def claim_seed(self) -> int:
+        """The seed of the next request, taken now (call in batch order)."""
+        if self.seed is None:
+            return int(torch.randint(1 << 62, ()))
+        info = get_worker_info()
+        worker = 0 if info is None else info.id + 1
+        return (self.seed * _GOLDEN + worker * (_GOLDEN >> 7) + next(self._calls)) % _UINT64
+
+    @contextlib.contextmanager
+    def using_seed(self, seed: int) -> Iterator[None]:
+        """Requests this thread sends inside the block use ``seed`` (claimed by ``claim_seed``)."""
+        self._claimed.seed = seed
+        try:
+            yield
+        finally:
+            self._claimed.seed = None
 
     @property
     def edge_permutation(self) -> None:
@@ -170,11 +194,8 @@ class RemoteNeighborSampler(BaseSampler):
         return out
 
     def _request_seed(self) -> int:
-        if self.seed is None:
-            return int(torch.randint(1 << 62, ()))
-        info = get_worker_info()
-        worker = 0 if info is None else info.id + 1
-        return (self.seed * _GOLDEN + worker * (_GOLDEN >> 7) + next(self._calls)) % _UINT64
+        claimed = getattr(self._claimed, "seed", None)
+        return self.claim_seed() if claimed is None else claimed
 
 
 def _connection(client: str | Connection | RemoteFeatureStore | RemoteGraphStore) -> Connection:

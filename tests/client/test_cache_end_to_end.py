@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import torch
@@ -173,7 +174,48 @@ def test_a_loader_error_reaches_the_training_loop(
         for _ in pf:
             seen += 1
     assert seen == 2
-    assert not [t for t in threading.enumerate() if t.name == THREAD_NAME]
+    assert not [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
+
+
+def test_prefetching_a_remote_loader_keeps_two_samples_in_flight_and_torch_seeded_batches(
+    homo_server: ServerProcess, homo_graph: Data
+) -> None:
+    def epoch(prefetch: bool) -> tuple[list[Data], int]:
+        torch.manual_seed(5)  # seed=None: each request's seed comes from torch's generator
+        fs, gs = connect(homo_server.address, cache_bytes=60 * ROW_BYTES)
+        batches = loader(fs, gs, torch.arange(0, 400, 2), shuffle=True)
+        active, most, lock = [0], [0], threading.Lock()
+        call = batches.node_sampler.connection.call
+
+        def slow_call(*args: object, **kwargs: object) -> object:
+            with lock:
+                active[0] += 1
+                most[0] = max(most[0], active[0])
+            time.sleep(0.05)  # long enough for the next batch's request to start meanwhile
+            try:
+                return call(*args, **kwargs)
+            finally:
+                with lock:
+                    active[0] -= 1
+
+        batches.node_sampler.connection.call = slow_call
+        return list(Prefetcher(batches, depth=2) if prefetch else batches), most[0]
+
+    (plain, one), (prefetched, two) = epoch(False), epoch(True)
+    assert (one, two) == (1, 2) and len(plain) == len(prefetched) == 5
+    for a, b in zip(plain, prefetched):
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
+        assert torch.equal(b.x, homo_graph.x[b.n_id]) and torch.equal(b.y, homo_graph.y[b.n_id])
+
+
+def test_leaving_a_prefetched_remote_epoch_early_ends_its_threads(homo_server: ServerProcess) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=60 * ROW_BYTES)
+    pf = Prefetcher(loader(fs, gs, torch.arange(400)), depth=3)
+    for i, _ in enumerate(pf):
+        if i == 1:
+            break
+    pf.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
 
 
 def test_connect_refuses_a_bad_cache(homo_server: ServerProcess) -> None:

@@ -19,7 +19,7 @@ from gnnstore.proto.errors import InvalidRequestError
 
 
 def prefetch_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == THREAD_NAME]
+    return [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
 
 
 def eventually(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
