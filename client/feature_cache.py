@@ -320,7 +320,7 @@ class FeatureCache:
     def known_ids(
         self, group_name: Any, *, include_static: bool = True, include_dynamic: bool = False
     ) -> Tensor:
-        """Global ids (int64, ascending) held in the named tiers for ``group_name``.
+        """Global ids (int64, in no particular order) held in the named tiers for ``group_name``.
 
         The sampling request sends these so the server leaves their rows out. The static tier
         never evicts. A dynamic row named in a request may be evicted before its batch is read
@@ -335,8 +335,8 @@ class FeatureCache:
         hi = slot.capacity if include_dynamic else slot.static_rows
         with self._lock:
             held = slot.pos2id[lo:hi]
-            held = held[held >= 0]
-        return torch.from_numpy(np.sort(held))
+            held = held[held >= 0]  # a copy: later admissions do not change it
+        return torch.from_numpy(held)
 
     def static_capacity(self, group_name: Any) -> int:
         """Nodes the static tier of ``group_name`` can hold."""
