@@ -13,8 +13,9 @@ Policies, by name: ``static`` (a hot set given once by ``warm``, never evicted),
 ``sieve`` (dynamic), and ``static+lru`` / ``static+sieve`` (both tiers; a hit in either is
 one lookup, the static tier is filled by ``warm`` and the dynamic tier by misses).
 
-Counters count distinct ids per call (one call serves every attr asked for): ``hits``, ``misses``, ``static_hits``, ``dynamic_hits``
-since creation, and per epoch through ``start_epoch()`` / ``stats()``.
+Counters count distinct ids per call (one call serves every attr asked for): ``hits``,
+``misses``, ``static_hits``, ``dynamic_hits`` since creation, and per epoch through
+``start_epoch()`` / ``stats()``.
 """
 from __future__ import annotations
 
@@ -52,7 +53,9 @@ def _copy_rows(dst: np.ndarray, dst_at: np.ndarray, src: np.ndarray, src_at: np.
 
 
 @numba.njit(cache=True, nogil=True)
-def _locate(ids: np.ndarray, id2pos: np.ndarray, pos2id: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _locate(
+    ids: np.ndarray, id2pos: np.ndarray, pos2id: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where each of ``ids`` is: ``(where, hit_positions, missing)``.
 
     ``where[i]`` is the storage position of ``ids[i]``, or ``-1 - r`` for ``missing[r]``, the
@@ -161,7 +164,8 @@ class FeatureCache:
             )
         groups: dict[Any, list[CachedAttr]] = {}
         for a in attrs:
-            groups.setdefault(a.group_name, []).append(CachedAttr(a.group_name, a.attr_name, a.dtype, tuple(a.shape)))
+            spec = CachedAttr(a.group_name, a.attr_name, a.dtype, tuple(a.shape))
+            groups.setdefault(a.group_name, []).append(spec)
         self.capacity_bytes, self.policy, self.device = int(capacity_bytes), policy, torch.device(device)
         sizes = {g: max(s.shape[0] for s in specs) for g, specs in groups.items()}
         total = sum(sizes[g] * sum(s.row_bytes for s in specs) for g, specs in groups.items())
@@ -244,7 +248,9 @@ class FeatureCache:
         if not missing.size:
             return outs
         fetched = fetch_missing(torch.from_numpy(missing))
-        rows = {name: slot.check_rows(name, missing, r).to(self.device) for name, r in zip(attr_names, fetched)}
+        rows = {
+            name: slot.check_rows(name, missing, r).to(self.device) for name, r in zip(attr_names, fetched)
+        }
         for name, out in zip(attr_names, outs):
             self._fill(out, where, rows[name], hits=False)
         if rows.keys() == slot.storage.keys():
@@ -252,7 +258,9 @@ class FeatureCache:
                 self._store(slot, missing, rows)
         return outs
 
-    def read(self, group_name: Any, attr_name: str, ids: Tensor, fetch_missing: Callable[[Tensor], Tensor]) -> Tensor:
+    def read(
+        self, group_name: Any, attr_name: str, ids: Tensor, fetch_missing: Callable[[Tensor], Tensor]
+    ) -> Tensor:
         """``read_group`` for one attr; ``fetch_missing`` returns that attr's rows."""
         return self.read_group(group_name, [attr_name], ids, lambda missing: [fetch_missing(missing)])[0]
 

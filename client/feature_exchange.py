@@ -7,13 +7,13 @@ was given the feature store, it asks the server for those rows in the sampling R
 another round trip. Both objects hold the same ``FeatureExchange``, and it survives fork and
 pickling (PyG pickles the feature store and the sampler together into spawned workers).
 
-A feature cache plugs in as ``cache`` (anything with ``FeatureCache.read_group``'s signature):
-``take`` answers hits from it, one call per node type, and fills misses from the delivered rows. If the cache also
-offers ``known_ids(group_name, include_static=..., include_dynamic=...) -> Tensor`` (global ids
-it holds for every attr of the group), the request tells the server to leave those rows out, so
-only misses travel. A static tier warmed from the server's hot ranking (``hot``, filled by
-``client.hot_set.warm_hot_set``) is named by its length instead of its ids: a few bytes per
-request rather than 8 per cached node.
+A feature cache plugs in as ``cache`` (anything with ``FeatureCache.read_group``'s
+signature): ``take`` answers hits from it, one call per node type, and fills misses from the
+delivered rows. If the cache also offers ``known_ids(group_name, include_static=...,
+include_dynamic=...) -> Tensor`` (global ids it holds for every attr of the group), the
+request tells the server to leave those rows out, so only misses travel. A static tier
+warmed from the server's hot ranking (``hot``, filled by ``client.hot_set.warm_hot_set``) is
+named by its length instead of its ids: a few bytes per request rather than 4 per cached node.
 
 ``delivered_rows``/``delivered_bytes`` count the rows that rode with samples (one per attr and
 distinct id), ``fetched_rows``/``fetched_bytes`` those a separate MultiGet had to read; both

@@ -228,7 +228,9 @@ class _ConcurrentEpoch(Generic[T]):
         self._pool.shutdown(wait=True)
 
     def __del__(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        pool = getattr(self, "_pool", None)  # absent if __init__ failed early
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _seed_claiming_sampler(loader: object) -> Any:
@@ -285,7 +287,8 @@ class Prefetcher(Generic[T]):
         is_cuda = self.device is not None and self.device.type == "cuda"
         self.pin_memory = is_cuda if pin_memory is None else bool(pin_memory and is_cuda)
         self.timing = EpochTiming()
-        self._epoch: weakref.ref[_Epoch[T] | _ConcurrentEpoch[T]] | None = None  # weak: an abandoned loop ends its threads
+        # Weak: an abandoned loop ends its threads.
+        self._epoch: weakref.ref[_Epoch[T] | _ConcurrentEpoch[T]] | None = None
 
     def __iter__(self) -> Iterator[T]:
         self.close()
