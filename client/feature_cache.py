@@ -90,20 +90,6 @@ def _locate(
     return where, hits[:num_hits], missing[:num_missing]
 
 
-@numba.njit(cache=True, nogil=True)
-def _copy_located(dst: np.ndarray, where: np.ndarray, src: np.ndarray, hits: bool) -> None:
-    """``dst[i] = src[where[i]]`` where ``where[i] >= 0`` (``hits``), else ``src[-1 - where[i]]``."""
-    width = dst.shape[1]
-    for i in range(where.shape[0]):
-        p = where[i]
-        if hits and p >= 0:
-            for k in range(width):
-                dst[i, k] = src[p, k]
-        elif not hits and p < 0:
-            for k in range(width):
-                dst[i, k] = src[-1 - p, k]
-
-
 def _words(t: Tensor) -> np.ndarray:
     """A contiguous CPU tensor's rows as a 2-D array of the widest unsigned words that fit."""
     flat = t.reshape(t.shape[0], -1).view(torch.uint8).numpy()
@@ -418,11 +404,8 @@ class FeatureCache:
 
     def _fill(self, out: Tensor, where: np.ndarray, src: Tensor, *, hits: bool) -> None:
         """Rows of ``out`` located in ``src``: the hits (``src`` is the storage) or the misses."""
-        if out.is_cuda:
-            at = np.flatnonzero(where >= 0 if hits else where < 0)
-            self._move_rows(out, at, src, where[at] if hits else -1 - where[at])
-        elif where.size and out[0].numel() and src.shape[0]:
-            _copy_located(_words(out), where, _words(src.contiguous()), hits)
+        at = np.flatnonzero(where >= 0 if hits else where < 0)
+        self._move_rows(out, at, src, where[at] if hits else -1 - where[at])
 
     def _slot(self, group_name: Any) -> CacheSlot:
         slot = self._slots.get(group_name)
