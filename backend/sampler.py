@@ -17,7 +17,6 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from torch import Tensor
-from torch.utils.data import get_worker_info
 from torch_geometric.sampler import (
     BaseSampler,
     EdgeSamplerInput,
@@ -33,11 +32,9 @@ from torch_geometric.typing import NodeType
 from gnnstore.backend.sampling_engine import Fanouts, SamplingEngine
 from gnnstore.backend.topology import TopologySnapshot, edge_ends
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto.sample_codec import seeded_call_seed
 
 __all__ = ["Fanouts", "SamplingEngine", "SnapshotNeighborSampler"]
-
-_GOLDEN = 0x9E3779B97F4A7C15
-_UINT64 = 1 << 64
 
 
 class SnapshotNeighborSampler(BaseSampler):
@@ -133,12 +130,7 @@ class SnapshotNeighborSampler(BaseSampler):
 
     def _call_seed(self) -> int | None:
         """The random seed of the next call, or ``None`` to draw it from torch's generator."""
-        if self.seed is None:
-            return None
-        info = get_worker_info()
-        worker = 0 if info is None else info.id + 1
-        call = next(self._calls)
-        return (self.seed * _GOLDEN + worker * (_GOLDEN >> 7) + call) % _UINT64
+        return None if self.seed is None else seeded_call_seed(self.seed, next(self._calls))
 
     def _check_link_input(self, index: EdgeSamplerInput) -> None:
         """Check endpoint ids before negatives are drawn, naming the endpoint and the id."""

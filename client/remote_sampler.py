@@ -24,7 +24,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import get_worker_info
 from torch_geometric.sampler import (
     BaseSampler,
     EdgeSamplerInput,
@@ -47,12 +46,10 @@ from gnnstore.proto.sample_codec import (
     node_rows_from_proto,
     options_to_proto,
     output_from_proto,
+    seeded_call_seed,
 )
 
 logger = logging.getLogger(__name__)
-
-_GOLDEN = 0x9E3779B97F4A7C15
-_UINT64 = 1 << 64
 
 
 class RemoteNeighborSampler(BaseSampler):
@@ -121,9 +118,7 @@ class RemoteNeighborSampler(BaseSampler):
         """The seed of the next request, taken now (call in batch order)."""
         if self.seed is None:
             return int(torch.randint(1 << 62, ()))
-        info = get_worker_info()
-        worker = 0 if info is None else info.id + 1
-        return (self.seed * _GOLDEN + worker * (_GOLDEN >> 7) + next(self._calls)) % _UINT64
+        return seeded_call_seed(self.seed, next(self._calls))
 
     @contextlib.contextmanager
     def using_seed(self, seed: int) -> Iterator[None]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from torch import Tensor
+from torch.utils.data import get_worker_info
 from torch_geometric.sampler import (
     EdgeSamplerInput,
     HeteroSamplerOutput,
@@ -253,6 +254,20 @@ def output_from_proto(response: graph_pb2.SampleResponse) -> SamplerOutput | Het
         num_sampled_edges=edge_counts.get(None),
         metadata=metadata,
     )
+
+
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def seeded_call_seed(seed: int, call: int) -> int:
+    """The random seed of call ``call`` of a sampler built with ``seed`` in this loader worker.
+
+    The in-process and the remote sampler derive it alike, so ``seed=`` means the same run in
+    both: distinct per (seed, DataLoader worker, call), a 64-bit unsigned int.
+    """
+    info = get_worker_info()
+    worker = 0 if info is None else info.id + 1
+    return (seed * _GOLDEN + worker * (_GOLDEN >> 7) + call) % (1 << 64)
 
 
 def distinct_in_order(ids: np.ndarray) -> np.ndarray:
