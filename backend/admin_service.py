@@ -81,5 +81,6 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                     latency_mean_ms=record.mean_ms(),
                     bytes_received=record.bytes_received,
                     bytes_sent=record.bytes_sent,
+                    bytes_shared=record.bytes_shared,
                 )
             return reply

@@ -23,7 +23,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,6 +35,9 @@ from torch import Tensor
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
 
 logger = logging.getLogger(__name__)
+
+Allocate = Callable[[tuple[int, ...], torch.dtype], Tensor]
+"""Makes an uninitialised tensor of a shape and dtype (``torch.empty``, or room in a reply)."""
 
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
@@ -74,8 +77,10 @@ class TierArray:
     dtype: torch.dtype
     rows: np.ndarray
 
-    def gather(self, ids: Any) -> Tensor:
+    def gather(self, ids: Any, empty: Allocate | None = None) -> Tensor:
         """Rows of ``ids`` (global) in order, duplicates kept; range-checked once.
+
+        ``empty(shape, dtype)`` allocates the result (default: a new tensor).
 
         Raises:
             InvalidRequestError: ids that are not integers, or out of ``0 .. N-1``.
@@ -97,8 +102,14 @@ class TierArray:
                 f"feature tier: id {bad} is out of range for node type {self.group_name!r}, "
                 f"attr {self.attr_name!r} (valid ids: 0..{n - 1})"
             )
-        out = torch.from_numpy(np.take(self.rows, ids.astype(np.int64, copy=False), axis=0))
-        return out.view(self.dtype) if out.dtype != self.dtype else out
+        ids = ids.astype(np.int64, copy=False)
+        if empty is None:
+            out = torch.from_numpy(np.take(self.rows, ids, axis=0))
+            return out.view(self.dtype) if out.dtype != self.dtype else out
+        out = empty((ids.size, *self.rows.shape[1:]), self.dtype)
+        words = out.reshape(-1).view(torch.uint8).numpy().view(self.rows.dtype)
+        np.take(self.rows, ids, axis=0, out=words.reshape(ids.size, *self.rows.shape[1:]))
+        return out
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ import grpc
 from torch import Tensor
 
 from gnnstore.backend.error_translation import translate_errors
+from gnnstore.backend.metrics import SERVICE_PREFIX, Metrics
+from gnnstore.backend.reply_segments import ReplySegments
 from gnnstore.backend.sampling_runner import SamplingRunner
 from gnnstore.backend.served_data import UNKNOWN_EDGE_COUNT, GraphSummary
 from gnnstore.proto import graph_pb2, graph_pb2_grpc
@@ -21,6 +23,7 @@ from gnnstore.proto.codec import (
 )
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
+from gnnstore.proto.reply_segment import SegmentRefused
 from gnnstore.proto.sample_codec import (
     edge_input_from_proto,
     feature_request_from_proto,
@@ -44,13 +47,22 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             shared between threads).
         runner: samples and gathers feature rows.
         summary: node and edge counts of the served graph.
+        metrics: where the bytes replies write into clients' reply segments are counted.
     """
 
-    def __init__(self, graph_store: BaseGraphStore, runner: SamplingRunner, summary: GraphSummary) -> None:
+    def __init__(
+        self,
+        graph_store: BaseGraphStore,
+        runner: SamplingRunner,
+        summary: GraphSummary,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._graph = graph_store
         self._graph_lock = threading.Lock()
         self._runner = runner
         self._summary = summary
+        self._segments = ReplySegments()
+        self._metrics = metrics
 
     def ListEdgeAttrs(
         self, request: graph_pb2.ListEdgeAttrsRequest, context: grpc.ServicerContext
@@ -109,7 +121,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 num_neighbors_from_proto(options),
                 **_sampling_flags(options),
             )
-            return self._reply(out, request.features)
+            return self._reply(out, request, "SampleFromNodes")
 
     def SampleFromEdges(
         self, request: graph_pb2.SampleFromEdgesRequest, context: grpc.ServicerContext
@@ -124,7 +136,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 num_neighbors_from_proto(options),
                 **_sampling_flags(options),
             )
-            return self._reply(out, request.features)
+            return self._reply(out, request, "SampleFromEdges")
 
     def HotNodes(
         self, request: graph_pb2.HotNodesRequest, context: grpc.ServicerContext
@@ -140,12 +152,33 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             ids = ranking.top(node_type_from_proto(request.node_type), request.k)
             return graph_pb2.HotNodesResponse(ids=tensor_to_proto(ids), version=ranking.version)
 
-    def _reply(self, out: object, features: graph_pb2.FeatureRequest) -> graph_pb2.SampleResponse:
-        reply = output_to_proto(out)
-        rows_wanted = feature_request_from_proto(features)
+    def _reply(
+        self,
+        out: object,
+        request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest,
+        method: str,
+    ) -> graph_pb2.SampleResponse:
+        """The sample's reply, its arrays in the request's reply segment when one was offered."""
+        segment, refused = None, ""
+        if request.HasField("reply_segment"):
+            try:
+                segment = self._segments.writer(request.reply_segment)
+            except SegmentRefused as exc:
+                logger.info("reply segment refused: %s", exc)
+                refused = str(exc)
+        reply = output_to_proto(out, segment)
+        rows_wanted = feature_request_from_proto(request.features)
         if rows_wanted.attrs:
-            rows = self._runner.gather_rows(out, rows_wanted)
-            reply.features.extend(node_rows_to_proto(r) for r in rows)
+            rows = self._runner.gather_rows(
+                out, rows_wanted, None if segment is None else segment.empty
+            )
+            reply.features.extend(node_rows_to_proto(r, segment) for r in rows)
+        if segment is not None:
+            reply.reply_segment.CopyFrom(segment.use())
+            if self._metrics is not None:
+                self._metrics.record_shared(f"{SERVICE_PREFIX}GraphService/{method}", segment.placed_bytes)
+        elif refused:
+            reply.reply_segment.refused = refused
         return reply
 
     def _check_layout(self, edge_type: object, layout: str) -> None:

@@ -26,6 +26,7 @@ class MethodRecord:
     errors: int = 0
     bytes_received: int = 0
     bytes_sent: int = 0
+    bytes_shared: int = 0
     latencies_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
 
     def percentile_ms(self, q: float) -> float:
@@ -59,12 +60,22 @@ class Metrics:
         with self._lock:
             self._methods.setdefault(method, MethodRecord()).bytes_sent += sent
 
+    def record_shared(self, method: str, placed: int) -> None:
+        """Count the bytes of one reply written into the client's reply segment."""
+        with self._lock:
+            self._methods.setdefault(method, MethodRecord()).bytes_shared += placed
+
     def snapshot(self) -> dict[str, MethodRecord]:
         """A consistent copy of every method's counters."""
         with self._lock:
             return {
                 name: MethodRecord(
-                    r.requests, r.errors, r.bytes_received, r.bytes_sent, deque(r.latencies_s)
+                    r.requests,
+                    r.errors,
+                    r.bytes_received,
+                    r.bytes_sent,
+                    r.bytes_shared,
+                    deque(r.latencies_s),
                 )
                 for name, r in self._methods.items()
             }

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.data import FeatureStore, TensorAttr
+from torch_geometric.data import TensorAttr
 from torch_geometric.sampler import (
     EdgeSamplerInput,
     HeteroSamplerOutput,
@@ -27,7 +27,9 @@ from torch_geometric.sampler import (
 from torch_geometric.typing import NodeType
 
 from gnnstore.backend.degree_ranking import DegreeRanking
+from gnnstore.backend.feature_tier import Allocate
 from gnnstore.backend.served_data import SamplerFactory
+from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.proto.codec import describe
 from gnnstore.proto.errors import InvalidRequestError
 from gnnstore.proto.sample_codec import NodeRows, NumNeighbors, RowRequest, distinct_in_order
@@ -67,7 +69,7 @@ class SamplingRunner:
 
     Args:
         make_sampler: builds the PyG sampler of one request from its options.
-        feature_store: where rows of sampled nodes are read (the store or a read tier).
+        feature_store: where rows of sampled nodes are read (the read tier over the store).
         limits: per-request limits.
         ranking: the out-degree ranking clients' hot sets come from (``None``: no snapshot,
             so hot prefixes are ignored and those rows are sent).
@@ -76,7 +78,7 @@ class SamplingRunner:
     def __init__(
         self,
         make_sampler: SamplerFactory,
-        feature_store: FeatureStore,
+        feature_store: TieredFeatureStore,
         limits: SamplingLimits,
         ranking: DegreeRanking | None = None,
     ) -> None:
@@ -130,12 +132,12 @@ class SamplingRunner:
         return sampler.sample_from_edges(inputs, neg_sampling)
 
     def gather_rows(
-        self, out: SamplerOutput | HeteroSamplerOutput, request: RowRequest
+        self, out: SamplerOutput | HeteroSamplerOutput, request: RowRequest, empty: Allocate | None = None
     ) -> list[NodeRows]:
         """Rows of ``request.attrs`` for the sampled nodes the client lacks, each distinct id once.
 
         Attributes of a node type with no sampled nodes in ``out`` are skipped, as PyG's loader
-        skips them. Every row comes from one ``multi_get_tensor`` call.
+        skips them. Every row comes from one ``gather`` call; ``empty`` allocates the rows.
         """
         nodes = out.node if isinstance(out, HeteroSamplerOutput) else {None: out.node}
         wanted: dict[NodeType | None, list[str]] = {}
@@ -144,7 +146,7 @@ class SamplingRunner:
                 wanted.setdefault(group, []).append(name)
         ids = {group: self._lacking(group, nodes[group], request) for group in wanted}
         queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
-        tensors = iter(self._features.multi_get_tensor(queries) if queries else [])
+        tensors = iter(self._features.gather(queries, empty) if queries else [])
         return [
             NodeRows(g, ids[g], {name: next(tensors) for name in names})
             for g, names in wanted.items()

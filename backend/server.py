@@ -131,7 +131,7 @@ class GnnStoreServer:
             FeatureServicer(data.feature_reader, config.max_message_bytes), server
         )
         graph_pb2_grpc.add_GraphServiceServicer_to_server(
-            GraphServicer(data.graph_store, runner, data.summary), server
+            GraphServicer(data.graph_store, runner, data.summary, self.metrics), server
         )
         idmap_pb2_grpc.add_IdMapServiceServicer_to_server(IdMapServicer(data.id_map), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(

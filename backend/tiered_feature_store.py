@@ -13,7 +13,7 @@ from typing import Any
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
-from gnnstore.backend.feature_tier import FeatureTier, TierSnapshot
+from gnnstore.backend.feature_tier import Allocate, FeatureTier, TierSnapshot
 from gnnstore.stores.row_index import resolve_index
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,11 @@ class TieredFeatureStore(FeatureStore):
         return self._multi_get_tensor([attr])[0]
 
     def _multi_get_tensor(self, attrs: list[TensorAttr]) -> list[Tensor]:
+        return self.gather(attrs)
+
+    def gather(self, attrs: list[TensorAttr], empty: Allocate | None = None) -> list[Tensor]:
+        """``multi_get_tensor`` of fully specified attrs; ``empty`` allocates the tier's results
+        (e.g. straight in a reply segment)."""
         snapshot = self._live()
         if snapshot is None:
             logger.debug("feature tier behind the store; reading %d attrs from RocksDB", len(attrs))
@@ -57,7 +62,7 @@ class TieredFeatureStore(FeatureStore):
         for attr in attrs:
             array = snapshot.array(attr.group_name, attr.attr_name)
             ids = resolve_index(attr.index, array.rows.shape[0], attr.group_name, attr.attr_name)
-            rows = array.gather(ids.reshape(-1))
+            rows = array.gather(ids.reshape(-1), empty)
             out.append(rows.reshape(*ids.shape, *rows.shape[1:]))
         return out
 

@@ -9,13 +9,14 @@ the same seeds (1024 per batch, fanouts [15, 10]):
   PyG ``NodeLoader``), and PyG's ``NeighborLoader`` when pyg-lib or torch-sparse is installed;
 * remote: no cache and no prefetch, prefetch 2, static / SIEVE / static+SIEVE caches at 5% and
   20% of the nodes, the 20% caches with prefetch 2 (two batches made at once on threads of
-  the trainer process), and the static one also with 2 loader worker processes;
+  the trainer process), and the static one also with prefetch 4, with replies over the socket
+  only (no shared-memory segments), and with 2 loader worker processes;
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
   through the remote backend (20% static+SIEVE cache, prefetch 2);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M).
 
 Per configuration: batches/s, feature MB/s delivered to the trainer, wire MB per batch (server
-Stats), p50/p99 of the time the loop waits for a batch, cache hit rate (static / dynamic), peak
+Stats: socket bytes plus the reply bytes written into the trainer's shared-memory segments), p50/p99 of the time the loop waits for a batch, cache hit rate (static / dynamic), peak
 trainer RSS, stall fraction, and batches/s as a ratio to the fastest in-memory loader of the
 run. Writes ``benchmarks/results/loader.md`` and ``loader.png``.
 
@@ -70,6 +71,7 @@ class Phase:
     prefetch: int = 0
     workers: int = 0
     train: bool = False
+    shared_memory: bool = True  # replies through shared-memory segments (else the socket only)
 
 
 @dataclass(frozen=True)
@@ -110,13 +112,16 @@ def _loader(phase: Phase, seeds: Tensor) -> tuple[object, object | None]:
             sampler = SnapshotNeighborSampler(TopologySnapshot.from_data(data), fanouts)
             loader = NodeLoader(data, node_sampler=sampler, input_nodes=seeds, batch_size=phase.batch_size)
     else:
-        fs, gs = connect(phase.address)
+        fs, gs = connect(phase.address, shared_memory=phase.shared_memory)
         cache_bytes = int(phase.cache_fraction * sum(
             s.dtype.itemsize * int(np.prod(s.shape)) for s in fs.schema()
         ))
         if cache_bytes:
             fs.connection.close()
-            fs, gs = connect(phase.address, cache_bytes=cache_bytes, cache_policy=phase.policy)
+            fs, gs = connect(
+                phase.address, cache_bytes=cache_bytes, cache_policy=phase.policy,
+                shared_memory=phase.shared_memory,
+            )
             cache = fs.cache
         sampler = RemoteNeighborSampler(fs, fanouts, feature_store=fs)
         loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=phase.batch_size,
@@ -127,7 +132,7 @@ def _loader(phase: Phase, seeds: Tensor) -> tuple[object, object | None]:
 def _wire_bytes(address: str) -> int:
     from gnnstore.client import server_stats
 
-    return sum(m.bytes_sent + m.bytes_received for m in server_stats(address).values())
+    return sum(m.bytes_sent + m.bytes_shared + m.bytes_received for m in server_stats(address).values())
 
 
 def peak_rss_mb() -> float:
@@ -314,6 +319,13 @@ def main() -> None:
                 results.append(in_fresh_process(
                     replace(remote, name=name, cache_fraction=share, policy=policy, prefetch=prefetch), seeds
                 ))
+            results.append(in_fresh_process(replace(
+                remote, name="remote: static 20%, prefetch 4", cache_fraction=0.2, policy="static", prefetch=4,
+            ), seeds))
+            results.append(in_fresh_process(replace(  # what shared-memory replies bring
+                remote, name="remote: static 20%, prefetch 2, socket only", cache_fraction=0.2,
+                policy="static", prefetch=2, shared_memory=False,
+            ), seeds))
             results.append(in_fresh_process(replace(  # worker processes instead of threads
                 remote, name="remote: static 20%, prefetch 2, 2 workers", cache_fraction=0.2,
                 policy="static", prefetch=2, workers=2,

@@ -37,6 +37,7 @@ class MethodStats:
     latency_mean_ms: float
     bytes_received: int
     bytes_sent: int
+    bytes_shared: int
 
 
 def server_info(connection: Connection | str) -> ServerInfo:
@@ -67,6 +68,7 @@ def server_stats(connection: Connection | str) -> dict[str, MethodStats]:
             m.latency_mean_ms,
             m.bytes_received,
             m.bytes_sent,
+            m.bytes_shared,
         )
         for m in reply.methods
     }

@@ -3,7 +3,8 @@
 A ``Connection`` is what remote stores and samplers hold instead of a channel: it opens the
 channel on first use in each process (a channel made before ``fork()`` must not be used in the
 child) and drops it when pickled, so PyG's loaders can copy it into workers under fork and
-spawn. A ``grpc.RpcError`` never leaves this module: it becomes a ``GnnStoreError``, looked up
+spawn. Its per-process ``reply_segments()`` pool lets a trainer on the server's host receive
+sampling replies through shared memory (see ``reply_segments.py``). A ``grpc.RpcError`` never leaves this module: it becomes a ``GnnStoreError``, looked up
 by the class name the server sent in the closed ``ERRORS_BY_NAME`` table, else by status.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from gnnstore.client.reply_segments import ReplySegmentPool
 from gnnstore.proto import admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
 from gnnstore.proto.errors import (
     ERROR_CLASS_KEY,
@@ -49,6 +51,8 @@ class Connection:
         address: ``"host:port"`` of a running ``gnnstore serve``.
         timeout: deadline in seconds of each call that gives none (default 30).
         max_message_bytes: send and receive limit, mirroring the server's (default 256 MiB).
+        shared_memory: offer shared-memory reply segments to sampling calls; ``None`` (default)
+            does when the address is a loopback one and the platform has ``memfd_create``.
     """
 
     def __init__(
@@ -57,6 +61,7 @@ class Connection:
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        shared_memory: bool | None = None,
     ) -> None:
         host, sep, port = address.rpartition(":")
         if not sep or not host or not port.isdigit():
@@ -66,10 +71,12 @@ class Connection:
         self.address = address
         self.timeout = float(timeout)
         self.max_message_bytes = int(max_message_bytes)
+        self.shared_memory = _is_loopback(host) if shared_memory is None else bool(shared_memory)
         self._lock = threading.Lock()
         self._channel: grpc.Channel | None = None
         self._pid: int | None = None
         self._stubs: dict[str, Any] = {}
+        self._segments: ReplySegmentPool | None = None
 
     def __repr__(self) -> str:
         return f"Connection({self.address!r}, timeout={self.timeout})"
@@ -77,7 +84,7 @@ class Connection:
     def __getstate__(self) -> dict[str, Any]:
         # Never ship a channel across fork or pickle: the other process opens its own.
         state = self.__dict__.copy()
-        state.update(_lock=None, _channel=None, _pid=None, _stubs={})
+        state.update(_lock=None, _channel=None, _pid=None, _stubs={}, _segments=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -119,21 +126,38 @@ class Connection:
             return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
-    def close(self) -> None:
-        """Close this process's channel; the next call opens a new one."""
+    def reply_segments(self) -> ReplySegmentPool | None:
+        """This process's pool of shared-memory reply segments (``None``: not offered)."""
+        if not self.shared_memory:
+            return None
         with self._lock:
-            if self._channel is not None and self._pid == os.getpid():
-                self._channel.close()
-            self._channel, self._pid, self._stubs = None, None, {}
+            self._open_in_this_process()
+            if self._segments is None:
+                self._segments = ReplySegmentPool()
+            return self._segments
+
+    def close(self) -> None:
+        """Close this process's channel and idle segments; the next call opens new ones."""
+        with self._lock:
+            if self._pid == os.getpid():
+                if self._channel is not None:
+                    self._channel.close()
+                if self._segments is not None:
+                    self._segments.close()
+            self._channel, self._pid, self._stubs, self._segments = None, None, {}, None
+
+    def _open_in_this_process(self) -> None:
+        """Open the channel, and forget what a parent process opened (call under the lock)."""
+        pid = os.getpid()
+        if self._channel is None or self._pid != pid:
+            # What is inherited through fork belongs to the parent: leave it alone.
+            self._channel = grpc.insecure_channel(self.address, options=self._options())
+            self._pid, self._stubs, self._segments = pid, {}, None
+            logger.debug("opened channel to %s in process %d", self.address, pid)
 
     def _stub(self, service: str) -> Any:
-        pid = os.getpid()
         with self._lock:
-            if self._channel is None or self._pid != pid:
-                # A channel inherited through fork belongs to the parent: leave it alone.
-                self._channel = grpc.insecure_channel(self.address, options=self._options())
-                self._pid, self._stubs = pid, {}
-                logger.debug("opened channel to %s in process %d", self.address, pid)
+            self._open_in_this_process()
             stub = self._stubs.get(service)
             if stub is None:
                 stub = self._stubs[service] = _STUBS[service](self._channel)
@@ -162,6 +186,13 @@ class Connection:
         name = dict(exc.trailing_metadata() or ()).get(ERROR_CLASS_KEY)
         cls = ERRORS_BY_NAME.get(name) or ERRORS_BY_STATUS.get(code, GnnStoreError)
         return cls(details or f"{rpc} failed with {code.name}")
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine's loopback interface (and memfds exist here)."""
+    host = host.strip("[]")
+    loopback = host == "localhost" or host.startswith("127.") or host == "::1"
+    return loopback and hasattr(os, "memfd_create")
 
 
 def as_connection(connection: Connection | str) -> Connection:

@@ -21,6 +21,7 @@ def connect(
     cache_bytes: int = 0,
     cache_policy: str = DEFAULT_CACHE_POLICY,
     cache_device: str | torch.device = "cpu",
+    shared_memory: bool | None = None,
 ) -> tuple[RemoteFeatureStore, RemoteGraphStore]:
     """``(feature_store, graph_store)`` for the server at ``address``, sharing one connection.
 
@@ -40,13 +41,18 @@ def connect(
         cache_policy: ``static``, ``lru``, ``sieve``, ``static+lru`` or ``static+sieve``
             (default; half the budget is the hot set, half a scan-resistant SIEVE tier).
         cache_device: where cached rows live; a CUDA device keeps them on the GPU.
+        shared_memory: receive sampling replies through shared memory; ``None`` (default) tries
+            when ``address`` is a loopback one and falls back to the socket if the server
+            cannot reach this process's memory (another container, another user).
 
     Raises:
         InvalidRequestError: an address that is not ``host:port``, a timeout <= 0, or a bad
             cache size or policy.
         ServerUnavailableError: a cache was asked for and the server cannot be reached.
     """
-    connection = Connection(address, timeout=timeout, max_message_bytes=max_message_bytes)
+    connection = Connection(
+        address, timeout=timeout, max_message_bytes=max_message_bytes, shared_memory=shared_memory
+    )
     fs, gs = RemoteFeatureStore(connection), RemoteGraphStore(connection)
     if cache_bytes:
         fs.exchange.cache = FeatureCache(cache_bytes, fs.schema(), policy=cache_policy, device=cache_device)

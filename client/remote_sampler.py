@@ -12,7 +12,8 @@ the negatives are drawn against the server's authoritative node counts. Ids in t
 
 Given the loader's feature store (``feature_store=fs``), each sampling RPC also returns the
 sampled nodes' feature rows, and ``fs.multi_get_tensor(index=n_id)`` is answered from them:
-one round trip per mini-batch.
+one round trip per mini-batch. On the server's host the reply's arrays come through a
+shared-memory segment the call lends the server (``Connection.reply_segments``).
 """
 from __future__ import annotations
 
@@ -181,10 +182,22 @@ class RemoteNeighborSampler(BaseSampler):
     def _sample(
         self, method: str, request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest
     ) -> SamplerOutput | HeteroSamplerOutput:
-        reply = self.connection.call("GraphService", method, request, timeout=self.timeout)
-        out = output_from_proto(reply)
+        segments = self.connection.reply_segments()
+        segment = None if segments is None else segments.acquire()
+        if segment is not None:
+            request.reply_segment.CopyFrom(segment.message)
+        try:
+            reply = self.connection.call("GraphService", method, request, timeout=self.timeout)
+            shared = None if segment is None else segment.view
+            out = output_from_proto(reply, shared)
+            rows = [node_rows_from_proto(r, shared) for r in reply.features]
+        except BaseException:
+            if segment is not None:
+                segments.discard(segment)
+            raise
+        if segment is not None:
+            segments.release(segment, reply)
         if self.feature_store is not None:
-            rows = [node_rows_from_proto(r) for r in reply.features]
             self.feature_store.exchange.deliver(out, rows)
         return out
 

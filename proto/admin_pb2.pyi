@@ -54,7 +54,7 @@ class StatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class MethodStats(_message.Message):
-    __slots__ = ("method", "requests", "errors", "latency_p50_ms", "latency_p99_ms", "latency_mean_ms", "bytes_received", "bytes_sent")
+    __slots__ = ("method", "requests", "errors", "latency_p50_ms", "latency_p99_ms", "latency_mean_ms", "bytes_received", "bytes_sent", "bytes_shared")
     METHOD_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +63,7 @@ class MethodStats(_message.Message):
     LATENCY_MEAN_MS_FIELD_NUMBER: _ClassVar[int]
     BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
     BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
+    BYTES_SHARED_FIELD_NUMBER: _ClassVar[int]
     method: str
     requests: int
     errors: int
@@ -71,7 +72,8 @@ class MethodStats(_message.Message):
     latency_mean_ms: float
     bytes_received: int
     bytes_sent: int
-    def __init__(self, method: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., latency_p50_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., latency_mean_ms: _Optional[float] = ..., bytes_received: _Optional[int] = ..., bytes_sent: _Optional[int] = ...) -> None: ...
+    bytes_shared: int
+    def __init__(self, method: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., latency_p50_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., latency_mean_ms: _Optional[float] = ..., bytes_received: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_shared: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("uptime_s", "methods")

@@ -3,8 +3,11 @@
 Tensors travel as raw little-endian bytes with a dtype name and a shape. Encoding costs the one
 copy protobuf needs to own a ``bytes`` field; decoding costs one copy into a writable buffer
 (``torch.frombuffer`` over a ``bytearray``), because a tensor viewing the message's immutable
-``bytes`` would let a caller's in-place op write into it. Node and edge types map PyG's ``None``
-to an explicit ``homogeneous`` flag, and heterogeneous edge types always decode to tuples.
+``bytes`` would let a caller's in-place op write into it. A reply may instead place a tensor's
+bytes in the request's shared-memory segment (``segment=`` a ``ReplyWriter``; decoded with
+``shared=`` the segment's bytes, see ``reply_segment.py``). Node and edge types map PyG's
+``None`` to an explicit ``homogeneous`` flag, and heterogeneous edge types always decode to
+tuples.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from . import common_pb2 as pb
 from .errors import InvalidRequestError
+from .reply_segment import ReplyWriter
 
 if sys.byteorder != "little":  # the wire is little-endian and torch.frombuffer uses host order
     raise ImportError("gnnstore's tensor codec needs a little-endian host")
@@ -60,70 +64,103 @@ def dtype_from_name(name: str) -> torch.dtype:
         ) from None
 
 
-def tensor_to_proto(tensor: Tensor) -> pb.Tensor:
-    """Encode a tensor (any device, any strides) as row-major little-endian bytes."""
+def tensor_to_proto(tensor: Tensor, segment: ReplyWriter | None = None) -> pb.Tensor:
+    """Encode a tensor (any device, any strides) as row-major little-endian bytes.
+
+    With ``segment`` the bytes go to the reply segment when they fit there, else inline.
+    """
     flat = tensor.detach().to("cpu").contiguous().reshape(-1)
     name = dtype_name(flat.dtype)
-    data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-    return pb.Tensor(dtype=name, shape=list(tensor.shape), data=data)
+    message = pb.Tensor(dtype=name, shape=list(tensor.shape))
+    if not flat.numel():
+        return message
+    raw = flat.view(torch.uint8).numpy()
+    offset = None if segment is None else segment.place(raw)
+    if offset is None:
+        message.data = raw.tobytes()
+    else:
+        message.shared.offset, message.shared.length = offset, raw.size
+    return message
 
 
-def tensor_from_proto(message: pb.Tensor, what: str = "tensor") -> Tensor:
+def tensor_from_proto(
+    message: pb.Tensor, what: str = "tensor", shared: np.ndarray | None = None
+) -> Tensor:
     """Decode a tensor into a new writable CPU tensor.
 
     Args:
         message: the wire tensor.
         what: names the field in error messages, e.g. ``"MultiGet index"``.
+        shared: the bytes of the reply segment the request offered, if any.
 
     Raises:
-        InvalidRequestError: unknown dtype, negative dimension, or a byte count that does not
-            match dtype and shape.
+        InvalidRequestError: unknown dtype, negative dimension, a byte count that does not
+            match dtype and shape, or a segment slice outside the offered segment.
     """
-    dtype, shape = _checked_layout(message, what)
+    dtype, shape, data = _checked_payload(message, what, shared)
     if math.prod(shape) == 0:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(message.data), dtype=dtype).reshape(shape)
+    copy = bytearray(data) if isinstance(data, bytes) else data.copy()
+    return torch.frombuffer(copy, dtype=dtype).reshape(shape)
 
 
-def _checked_layout(message: pb.Tensor, what: str) -> tuple[torch.dtype, tuple[int, ...]]:
-    """The dtype and shape of a wire tensor whose byte count matches them."""
+def _checked_payload(
+    message: pb.Tensor, what: str, shared: np.ndarray | None
+) -> tuple[torch.dtype, tuple[int, ...], bytes | np.ndarray]:
+    """The dtype, shape and bytes (inline, or a view of ``shared``) of a consistent wire tensor."""
     dtype = dtype_from_name(message.dtype)
     shape = tuple(message.shape)
     if any(dim < 0 for dim in shape):
         raise InvalidRequestError(f"{what} has a negative dimension: shape {list(shape)}")
+    data = _payload(message, what, shared)
     numel = math.prod(shape)
-    if len(message.data) != numel * dtype.itemsize:
+    if len(data) != numel * dtype.itemsize:
         raise InvalidRequestError(
             f"{what} of dtype {message.dtype} and shape {list(shape)} needs "
-            f"{numel * dtype.itemsize} bytes, got {len(message.data)}"
+            f"{numel * dtype.itemsize} bytes, got {len(data)}"
         )
-    return dtype, shape
+    return dtype, shape, data
 
 
-def ids_to_proto(ids: Tensor | Sequence[int]) -> pb.Tensor:
+def _payload(message: pb.Tensor, what: str, shared: np.ndarray | None) -> bytes | np.ndarray:
+    if not message.HasField("shared"):
+        return message.data
+    start, length = message.shared.offset, message.shared.length
+    if shared is None:
+        raise InvalidRequestError(f"{what} points into a reply segment, but none was offered")
+    if message.data or start + length > shared.size:
+        raise InvalidRequestError(
+            f"{what}: bytes {start}..{start + length} lie outside the {shared.size}-byte reply "
+            f"segment, or are sent inline as well"
+        )
+    return shared[start : start + length]
+
+
+def ids_to_proto(ids: Tensor | Sequence[int], segment: ReplyWriter | None = None) -> pb.Tensor:
     """Encode node or edge ids as a 1-D tensor: int32 on the wire when every id fits, else int64."""
     ids = torch.as_tensor(ids).reshape(-1)
     if ids.dtype != torch.int32:
         ids = ids.to(torch.long)
         if ids.numel() and _INT32_MIN <= int(ids.min()) and int(ids.max()) <= _INT32_MAX:
-            ids = ids.to(torch.int32)
-    return tensor_to_proto(ids)
+            narrow = torch.empty(ids.shape, dtype=torch.int32) if segment is None else segment.empty(ids.shape, torch.int32)
+            ids = narrow.copy_(ids)
+    return tensor_to_proto(ids, segment)
 
 
-def ids_from_proto(message: pb.Tensor, what: str = "ids") -> Tensor:
+def ids_from_proto(message: pb.Tensor, what: str = "ids", shared: np.ndarray | None = None) -> Tensor:
     """Decode a 1-D integer id tensor (int32 or int64 on the wire) as a new int64 tensor.
 
     Raises:
         InvalidRequestError: not integer, or not 1-D.
     """
-    dtype, shape = _checked_layout(message, what)
+    dtype, shape, data = _checked_payload(message, what, shared)
     if dtype not in ID_DTYPES:
         raise InvalidRequestError(f"{what} must be int64 or int32 ids, got dtype {message.dtype}")
     if len(shape) != 1:
         raise InvalidRequestError(f"{what} must be 1-D, got shape {list(shape)}")
     if dtype == torch.int32:  # widening makes the one copy a writable tensor needs
-        return torch.from_numpy(np.frombuffer(message.data, dtype="<i4").astype(np.int64))
-    return tensor_from_proto(message, what)
+        return torch.from_numpy(np.frombuffer(data, dtype="<i4").astype(np.int64))
+    return tensor_from_proto(message, what, shared)
 
 
 def optional_tensor_to_proto(tensor: Tensor | None) -> pb.OptionalTensor:

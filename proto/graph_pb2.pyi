@@ -109,19 +109,45 @@ class HotNodesResponse(_message.Message):
     version: str
     def __init__(self, ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., version: _Optional[str] = ...) -> None: ...
 
+class ReplySegment(_message.Message):
+    __slots__ = ("pid", "fd", "inode", "size")
+    PID_FIELD_NUMBER: _ClassVar[int]
+    FD_FIELD_NUMBER: _ClassVar[int]
+    INODE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    fd: int
+    inode: int
+    size: int
+    def __init__(self, pid: _Optional[int] = ..., fd: _Optional[int] = ..., inode: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+
+class ReplySegmentUse(_message.Message):
+    __slots__ = ("used", "refused", "needed_bytes", "placed_bytes")
+    USED_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    NEEDED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PLACED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    used: bool
+    refused: str
+    needed_bytes: int
+    placed_bytes: int
+    def __init__(self, used: _Optional[bool] = ..., refused: _Optional[str] = ..., needed_bytes: _Optional[int] = ..., placed_bytes: _Optional[int] = ...) -> None: ...
+
 class SampleFromNodesRequest(_message.Message):
-    __slots__ = ("options", "input_type", "node", "input_id", "features")
+    __slots__ = ("options", "input_type", "node", "input_id", "features", "reply_segment")
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     INPUT_ID_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
+    REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     options: SamplingOptions
     input_type: _common_pb2.NodeType
     node: _common_pb2.Tensor
     input_id: _common_pb2.Tensor
     features: FeatureRequest
-    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ...) -> None: ...
+    reply_segment: ReplySegment
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ...) -> None: ...
 
 class NegativeSamplingSpec(_message.Message):
     __slots__ = ("mode", "amount")
@@ -132,7 +158,7 @@ class NegativeSamplingSpec(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., amount: _Optional[float] = ...) -> None: ...
 
 class SampleFromEdgesRequest(_message.Message):
-    __slots__ = ("options", "input_type", "input_id", "row", "col", "label", "neg_sampling", "features")
+    __slots__ = ("options", "input_type", "input_id", "row", "col", "label", "neg_sampling", "features", "reply_segment")
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     INPUT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +167,7 @@ class SampleFromEdgesRequest(_message.Message):
     LABEL_FIELD_NUMBER: _ClassVar[int]
     NEG_SAMPLING_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
+    REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     options: SamplingOptions
     input_type: _common_pb2.EdgeType
     input_id: _common_pb2.Tensor
@@ -149,7 +176,8 @@ class SampleFromEdgesRequest(_message.Message):
     label: _common_pb2.OptionalTensor
     neg_sampling: NegativeSamplingSpec
     features: FeatureRequest
-    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., label: _Optional[_Union[_common_pb2.OptionalTensor, _Mapping]] = ..., neg_sampling: _Optional[_Union[NegativeSamplingSpec, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ...) -> None: ...
+    reply_segment: ReplySegment
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., label: _Optional[_Union[_common_pb2.OptionalTensor, _Mapping]] = ..., neg_sampling: _Optional[_Union[NegativeSamplingSpec, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ...) -> None: ...
 
 class SampledEdges(_message.Message):
     __slots__ = ("edge_type", "row", "col", "edge")
@@ -176,7 +204,7 @@ class NodeRows(_message.Message):
     def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., attr_names: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[_common_pb2.Tensor, _Mapping]]] = ...) -> None: ...
 
 class SampleResponse(_message.Message):
-    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features")
+    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment")
     HETERO_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +213,7 @@ class SampleResponse(_message.Message):
     NUM_SAMPLED_EDGES_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
+    REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     hetero: bool
     node: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
     edges: _containers.RepeatedCompositeFieldContainer[SampledEdges]
@@ -193,4 +222,5 @@ class SampleResponse(_message.Message):
     num_sampled_edges: _containers.RepeatedCompositeFieldContainer[_common_pb2.EdgeCounts]
     metadata: _containers.RepeatedCompositeFieldContainer[_common_pb2.OptionalTensor]
     features: _containers.RepeatedCompositeFieldContainer[NodeRows]
-    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ...) -> None: ...
+    reply_segment: ReplySegmentUse
+    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ...) -> None: ...

@@ -37,6 +37,7 @@ from .codec import (
     tensor_to_proto,
 )
 from .errors import InvalidRequestError
+from .reply_segment import ReplyWriter
 
 NumNeighbors = list[int] | dict[EdgeType, list[int]]
 
@@ -171,8 +172,11 @@ def _amount(spec: graph_pb2.NegativeSamplingSpec) -> int | float:
     return int(spec.amount) if float(spec.amount).is_integer() else spec.amount
 
 
-def output_to_proto(out: SamplerOutput | HeteroSamplerOutput) -> graph_pb2.SampleResponse:
-    """Encode a sampler output; feature rows are added by the caller."""
+def output_to_proto(
+    out: SamplerOutput | HeteroSamplerOutput, segment: ReplyWriter | None = None
+) -> graph_pb2.SampleResponse:
+    """Encode a sampler output (its id tensors in ``segment`` when given); feature rows are
+    added by the caller."""
     response = graph_pb2.SampleResponse(hetero=isinstance(out, HeteroSamplerOutput))
     if isinstance(out, HeteroSamplerOutput):
         nodes, rows, cols, edges = out.node, out.row, out.col, out.edge or {}
@@ -185,17 +189,17 @@ def output_to_proto(out: SamplerOutput | HeteroSamplerOutput) -> graph_pb2.Sampl
         node_counts = None if out.num_sampled_nodes is None else {None: out.num_sampled_nodes}
         edge_counts = None if out.num_sampled_edges is None else {None: out.num_sampled_edges}
     for node_type, node in nodes.items():
-        response.node.add(node_type=node_type_to_proto(node_type), ids=ids_to_proto(node))
+        response.node.add(node_type=node_type_to_proto(node_type), ids=ids_to_proto(node, segment))
     for edge_type, row in rows.items():
         entry = response.edges.add(
             edge_type=edge_type_to_proto(edge_type),
-            row=ids_to_proto(row),
-            col=ids_to_proto(cols[edge_type]),
+            row=ids_to_proto(row, segment),
+            col=ids_to_proto(cols[edge_type], segment),
         )
         if edges.get(edge_type) is not None:
-            entry.edge.CopyFrom(ids_to_proto(edges[edge_type]))
+            entry.edge.CopyFrom(ids_to_proto(edges[edge_type], segment))
     for node_type, batch in batches.items():
-        response.batch.add(node_type=node_type_to_proto(node_type), ids=ids_to_proto(batch))
+        response.batch.add(node_type=node_type_to_proto(node_type), ids=ids_to_proto(batch, segment))
     for node_type, counts in (node_counts or {}).items():
         response.num_sampled_nodes.add(
             node_type=node_type_to_proto(node_type), counts=[int(c) for c in counts]
@@ -215,17 +219,26 @@ def _metadata_entry(value: object) -> common_pb2.OptionalTensor:
     return optional_tensor_to_proto(value)
 
 
-def output_from_proto(response: graph_pb2.SampleResponse) -> SamplerOutput | HeteroSamplerOutput:
-    """Decode a SampleResponse into the SamplerOutput / HeteroSamplerOutput PyG's loaders read."""
-    node = {node_type_from_proto(n.node_type): ids_from_proto(n.ids, "sampled node ids") for n in response.node}
+def output_from_proto(
+    response: graph_pb2.SampleResponse, shared: np.ndarray | None = None
+) -> SamplerOutput | HeteroSamplerOutput:
+    """Decode a SampleResponse into the SamplerOutput / HeteroSamplerOutput PyG's loaders read
+    (``shared``: the bytes of the reply segment the request offered)."""
+    node = {
+        node_type_from_proto(n.node_type): ids_from_proto(n.ids, "sampled node ids", shared)
+        for n in response.node
+    }
     row, col, edge = {}, {}, {}
     for entry in response.edges:
         edge_type = edge_type_from_proto(entry.edge_type)
-        row[edge_type] = ids_from_proto(entry.row, "sampled row")
-        col[edge_type] = ids_from_proto(entry.col, "sampled col")
+        row[edge_type] = ids_from_proto(entry.row, "sampled row", shared)
+        col[edge_type] = ids_from_proto(entry.col, "sampled col", shared)
         if entry.HasField("edge"):
-            edge[edge_type] = ids_from_proto(entry.edge, "sampled edge ids")
-    batch = {node_type_from_proto(b.node_type): ids_from_proto(b.ids, "batch") for b in response.batch}
+            edge[edge_type] = ids_from_proto(entry.edge, "sampled edge ids", shared)
+    batch = {
+        node_type_from_proto(b.node_type): ids_from_proto(b.ids, "batch", shared)
+        for b in response.batch
+    }
     node_counts = {
         node_type_from_proto(c.node_type): list(c.counts) for c in response.num_sampled_nodes
     }
@@ -364,31 +377,31 @@ def feature_request_from_proto(request: graph_pb2.FeatureRequest) -> RowRequest:
     )
 
 
-def node_rows_to_proto(rows: NodeRows) -> graph_pb2.NodeRows:
-    """Encode the rows of one node type."""
+def node_rows_to_proto(rows: NodeRows, segment: ReplyWriter | None = None) -> graph_pb2.NodeRows:
+    """Encode the rows of one node type (in ``segment`` when given)."""
     return graph_pb2.NodeRows(
         node_type=node_type_to_proto(rows.node_type),
-        ids=ids_to_proto(rows.ids),
+        ids=ids_to_proto(rows.ids, segment),
         attr_names=list(rows.rows),
-        rows=[tensor_to_proto(t) for t in rows.rows.values()],
+        rows=[tensor_to_proto(t, segment) for t in rows.rows.values()],
     )
 
 
-def node_rows_from_proto(message: graph_pb2.NodeRows) -> NodeRows:
-    """Decode the rows of one node type.
+def node_rows_from_proto(message: graph_pb2.NodeRows, shared: np.ndarray | None = None) -> NodeRows:
+    """Decode the rows of one node type (``shared``: the reply segment's bytes, if offered).
 
     Raises:
         InvalidRequestError: names and tensors do not pair up, or row counts differ from ids.
     """
     node_type = node_type_from_proto(message.node_type)
     where = f"feature rows of {describe(node_type)}"
-    ids = ids_from_proto(message.ids, f"{where}: ids")
+    ids = ids_from_proto(message.ids, f"{where}: ids", shared)
     if len(message.attr_names) != len(message.rows):
         raise InvalidRequestError(
             f"{where}: {len(message.attr_names)} attr names for {len(message.rows)} row tensors"
         )
     rows = {
-        name: tensor_from_proto(t, f"{where}: attr {name!r}")
+        name: tensor_from_proto(t, f"{where}: attr {name!r}", shared)
         for name, t in zip(message.attr_names, message.rows)
     }
     for name, tensor in rows.items():

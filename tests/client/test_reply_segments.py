@@ -1,0 +1,90 @@
+"""Sampling replies through shared memory on the server's host: exact, growing, and falling back."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
+
+from torch_geometric.sampler import NodeSamplerInput
+
+from gnnstore.client import RemoteNeighborSampler, connect, reply_segments, server_stats
+from gnnstore.client.reply_segments import ReplySegmentPool
+from gnnstore.proto import graph_pb2
+from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.proto.sample_codec import node_input_to_proto, options_to_proto
+from served import ServerProcess
+
+SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
+
+
+def batches(address: str, *, shared_memory: bool | None) -> tuple[list[Data], ReplySegmentPool | None]:
+    fs, gs = connect(address, shared_memory=shared_memory)
+    sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs, seed=3)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(200), batch_size=40)
+    return list(loader), fs.connection.reply_segments()
+
+
+def reply_bytes(address: str) -> tuple[int, int]:
+    """Sampling reply bytes so far: (through the socket, through reply segments)."""
+    stats = server_stats(address).get(SAMPLE)
+    return (0, 0) if stats is None else (stats.bytes_sent, stats.bytes_shared)
+
+
+def test_replies_come_through_shared_memory_and_equal_the_socket_ones(
+    homo_server: ServerProcess, homo_graph: Data
+) -> None:
+    socket_0, shared_0 = reply_bytes(homo_server.address)
+    shared, pool = batches(homo_server.address, shared_memory=None)  # loopback: on by default
+    socket_1, shared_1 = reply_bytes(homo_server.address)
+    inline, no_pool = batches(homo_server.address, shared_memory=False)
+    socket_2, shared_2 = reply_bytes(homo_server.address)
+    assert no_pool is None and pool is not None and pool.refused is None
+    assert socket_2 - socket_1 > 5 * (socket_1 - socket_0)  # only small fields left the socket
+    assert shared_1 - shared_0 == pool.placed_bytes > 0.8 * (socket_2 - socket_1)
+    assert shared_2 == shared_1
+    assert pool.idle == 1  # one call at a time: one segment, lent and returned
+    for a, b in zip(shared, inline, strict=True):
+        for key in ("n_id", "edge_index", "e_id", "x", "y", "train_mask"):
+            assert torch.equal(a[key], b[key]), key
+        assert torch.equal(a.x, homo_graph.x[a.n_id])
+
+
+def test_a_segment_too_small_grows_after_one_partly_inline_reply(
+    homo_server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reply_segments, "INITIAL_SEGMENT_BYTES", 512)
+    got, pool = batches(homo_server.address, shared_memory=True)
+    assert pool.segment_bytes > 512 and pool.refused is None
+    assert pool.idle == 1  # the small segment was closed, the grown one kept
+    for batch in got:
+        assert batch.x.shape[0] == batch.n_id.numel()
+
+
+def test_a_failed_call_never_reuses_its_segment(homo_server: ServerProcess) -> None:
+    fs, _ = connect(homo_server.address, shared_memory=True)
+    sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs)
+    with pytest.raises(InvalidRequestError, match="out of range"):
+        sampler.sample_from_nodes(NodeSamplerInput(input_id=torch.tensor([0]), node=torch.tensor([10_000])))
+    assert fs.connection.reply_segments().idle == 0  # the server may still write into it
+    sampler.sample_from_nodes(NodeSamplerInput(input_id=torch.tensor([0]), node=torch.tensor([1])))
+    assert fs.connection.reply_segments().idle == 1
+
+
+def test_a_segment_the_server_cannot_open_is_refused_and_the_reply_travels_inline(
+    homo_server: ServerProcess,
+) -> None:
+    fs, _ = connect(homo_server.address, shared_memory=False)
+    request = node_input_to_proto(NodeSamplerInput(input_id=torch.tensor([0, 1]), node=torch.tensor([4, 2])))
+    request.options.CopyFrom(options_to_proto([3], replace=False, disjoint=False, seed=1))
+    no_such_pid = (1 << 22) + 1  # above Linux's largest pid_max
+    request.reply_segment.CopyFrom(graph_pb2.ReplySegment(pid=no_such_pid, fd=3, inode=7, size=1 << 20))
+    reply = fs.connection.call("GraphService", "SampleFromNodes", request)
+    assert f"cannot open /proc/{no_such_pid}/fd/3" in reply.reply_segment.refused
+    assert not reply.reply_segment.used and reply.node[0].ids.data
+    pool = ReplySegmentPool()
+    segment = pool.acquire()
+    pool.release(segment, reply)
+    assert pool.refused == reply.reply_segment.refused
+    assert pool.acquire() is None and pool.idle == 0  # refused once: the socket from then on
+    assert fs.connection.is_serving()
