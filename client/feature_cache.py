@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gnnstore.client.batch_buffers import BATCH_BUFFERS
 from gnnstore.client.cache_policy import EVICTION_POLICIES
 from gnnstore.client.cache_slot import CacheSlot, CachedAttr  # CachedAttr is imported from here too
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
@@ -226,7 +227,7 @@ class FeatureCache:
         slot = self._slot(group_name)
         specs = [slot.spec(name) for name in attr_names]
         ids = slot.check_ids(ids)
-        outs = [torch.empty((ids.shape[0], *s.shape[1:]), dtype=s.dtype, device=self.device) for s in specs]
+        outs = [self._empty((ids.shape[0], *s.shape[1:]), s.dtype) for s in specs]
         with self._lock:  # hits are copied before another thread can evict them
             where, missing = self._locate(slot, ids)
             for name, out in zip(attr_names, outs):
@@ -423,6 +424,12 @@ class FeatureCache:
             dst.index_copy_(0, self._on_device(dst_at), src.index_select(0, self._on_device(src_at)))
         else:
             _copy_rows(_words(dst), dst_at, _words(src.contiguous()), src_at)
+
+    def _empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+        """A batch tensor on the cache's device; on the CPU from resident, recycled memory."""
+        if self.device.type == "cpu":
+            return BATCH_BUFFERS.empty(shape, dtype)
+        return torch.empty(shape, dtype=dtype, device=self.device)
 
     def _on_device(self, array: np.ndarray) -> Tensor:
         return torch.from_numpy(array).to(self.device)
