@@ -23,7 +23,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,8 +36,12 @@ from gnnstore.proto.errors import InvalidRequestError, NotFoundError, Preconditi
 
 logger = logging.getLogger(__name__)
 
-Allocate = Callable[[tuple[int, ...], torch.dtype], Tensor]
-"""Makes an uninitialised tensor of a shape and dtype (``torch.empty``, or room in a reply)."""
+
+class Allocate(Protocol):
+    """Makes an uninitialised tensor, as ``torch.empty`` does (or in a reply segment)."""
+
+    def __call__(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor: ...
+
 
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
@@ -80,7 +84,7 @@ class TierArray:
     def gather(self, ids: Any, empty: Allocate | None = None) -> Tensor:
         """Rows of ``ids`` (global) in order, duplicates kept; range-checked once.
 
-        ``empty(shape, dtype)`` allocates the result (default: a new tensor).
+        ``empty(shape, dtype=...)`` allocates the result (default: a new tensor).
 
         Raises:
             InvalidRequestError: ids that are not integers, or out of ``0 .. N-1``.
@@ -106,7 +110,7 @@ class TierArray:
         if empty is None:
             out = torch.from_numpy(np.take(self.rows, ids, axis=0))
             return out.view(self.dtype) if out.dtype != self.dtype else out
-        out = empty((ids.size, *self.rows.shape[1:]), self.dtype)
+        out = empty((ids.size, *self.rows.shape[1:]), dtype=self.dtype)
         words = out.reshape(-1).view(torch.uint8).numpy().view(self.rows.dtype)
         np.take(self.rows, ids, axis=0, out=words.reshape(ids.size, *self.rows.shape[1:]))
         return out

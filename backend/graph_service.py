@@ -176,7 +176,8 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         if segment is not None:
             reply.reply_segment.CopyFrom(segment.use())
             if self._metrics is not None:
-                self._metrics.record_shared(f"{SERVICE_PREFIX}GraphService/{method}", segment.placed_bytes)
+                method_name = f"{SERVICE_PREFIX}GraphService/{method}"
+                self._metrics.record_shared(method_name, segment.placed_bytes)
         elif refused:
             reply.reply_segment.refused = refused
         return reply

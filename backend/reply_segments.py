@@ -46,5 +46,7 @@ class ReplySegments:
             self._mapped[key] = mapping
             while len(self._mapped) > self._capacity:
                 self._mapped.popitem(last=False)
-        logger.debug("mapped reply segment fd %d of process %d (%d bytes)", message.fd, message.pid, message.size)
+        logger.debug(
+            "mapped reply segment fd %d of process %d (%d bytes)", message.fd, message.pid, message.size
+        )
         return ReplyWriter(mapping)

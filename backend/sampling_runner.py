@@ -132,7 +132,10 @@ class SamplingRunner:
         return sampler.sample_from_edges(inputs, neg_sampling)
 
     def gather_rows(
-        self, out: SamplerOutput | HeteroSamplerOutput, request: RowRequest, empty: Allocate | None = None
+        self,
+        out: SamplerOutput | HeteroSamplerOutput,
+        request: RowRequest,
+        empty: Allocate | None = None,
     ) -> list[NodeRows]:
         """Rows of ``request.attrs`` for the sampled nodes the client lacks, each distinct id once.
 

@@ -36,7 +36,7 @@ class BatchBuffers:
         self._lock = threading.Lock()
         self._free: list[np.ndarray] = []
 
-    def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+    def empty(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor:
         """An uninitialised CPU tensor like ``torch.empty(shape, dtype=dtype)``."""
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes < MIN_BYTES:

@@ -4,8 +4,9 @@ A ``Connection`` is what remote stores and samplers hold instead of a channel: i
 channel on first use in each process (a channel made before ``fork()`` must not be used in the
 child) and drops it when pickled, so PyG's loaders can copy it into workers under fork and
 spawn. Its per-process ``reply_segments()`` pool lets a trainer on the server's host receive
-sampling replies through shared memory (see ``reply_segments.py``). A ``grpc.RpcError`` never leaves this module: it becomes a ``GnnStoreError``, looked up
-by the class name the server sent in the closed ``ERRORS_BY_NAME`` table, else by status.
+sampling replies through shared memory (see ``reply_segments.py``). A ``grpc.RpcError`` never
+leaves this module: it becomes a ``GnnStoreError``, looked up by the class name the server sent
+in the closed ``ERRORS_BY_NAME`` table, else by status.
 """
 from __future__ import annotations
 

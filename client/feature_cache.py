@@ -428,7 +428,7 @@ class FeatureCache:
     def _empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
         """A batch tensor on the cache's device; on the CPU from resident, recycled memory."""
         if self.device.type == "cpu":
-            return BATCH_BUFFERS.empty(shape, dtype)
+            return BATCH_BUFFERS.empty(shape, dtype=dtype)
         return torch.empty(shape, dtype=dtype, device=self.device)
 
     def _on_device(self, array: np.ndarray) -> Tensor:

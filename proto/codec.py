@@ -142,8 +142,8 @@ def ids_to_proto(ids: Tensor | Sequence[int], segment: ReplyWriter | None = None
     if ids.dtype != torch.int32:
         ids = ids.to(torch.long)
         if ids.numel() and _INT32_MIN <= int(ids.min()) and int(ids.max()) <= _INT32_MAX:
-            narrow = torch.empty(ids.shape, dtype=torch.int32) if segment is None else segment.empty(ids.shape, torch.int32)
-            ids = narrow.copy_(ids)
+            empty = torch.empty if segment is None else segment.empty
+            ids = empty(ids.shape, dtype=torch.int32).copy_(ids)
     return tensor_to_proto(ids, segment)
 
 

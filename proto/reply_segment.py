@@ -79,7 +79,9 @@ def open_for_writing(message: graph_pb2.ReplySegment) -> mmap.mmap:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     except OSError as exc:
-        raise SegmentRefused(f"cannot open {path}: {exc.strerror} (is the client on this host?)") from None
+        raise SegmentRefused(
+            f"cannot open {path}: {exc.strerror} (is the client on this host?)"
+        ) from None
     try:
         target = os.readlink(path)
         stat = os.fstat(fd)
@@ -116,7 +118,7 @@ class ReplyWriter:
             used=self.placed_bytes > 0, needed_bytes=self.needed_bytes, placed_bytes=self.placed_bytes
         )
 
-    def empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+    def empty(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor:
         """An uninitialised tensor in the segment, or an ordinary one when it does not fit."""
         nbytes = math.prod(shape) * dtype.itemsize
         placed = self.reserve(nbytes) if nbytes else None

@@ -41,7 +41,7 @@ def test_tensors_in_the_segment_decode_bit_exact_and_independent(
     assert message.shared.offset % ALIGNMENT == 0
     back = codec.tensor_from_proto(message, shared=segment.view)
     assert back.dtype == dtype and torch.equal(back, tensor)
-    writer(segment).empty((200,), torch.uint8).fill_(1)  # the next reply reuses the segment
+    writer(segment).empty((200,), dtype=torch.uint8).fill_(1)  # the next reply reuses the segment
     assert torch.equal(back, tensor)  # the decoded tensor owns its bytes
 
 
@@ -49,7 +49,7 @@ def test_ids_narrow_inside_the_segment_and_rows_built_there_are_not_copied(segme
     out = writer(segment)
     ids = codec.ids_to_proto(torch.tensor([5, 0, 1 << 20]), out)
     assert ids.dtype == "int32" and ids.HasField("shared")
-    rows = out.empty((4, 3), torch.float32)
+    rows = out.empty((4, 3), dtype=torch.float32)
     rows.copy_(torch.arange(12.0).reshape(4, 3))
     placed = out.placed_bytes
     message = codec.tensor_to_proto(rows, out)
