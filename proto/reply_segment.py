@@ -121,10 +121,10 @@ class ReplyWriter:
     def empty(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor:
         """An uninitialised tensor in the segment, or an ordinary one when it does not fit."""
         nbytes = math.prod(shape) * dtype.itemsize
-        placed = self.reserve(nbytes) if nbytes else None
-        if placed is None:
-            return torch.empty(shape, dtype=dtype)
-        return torch.from_numpy(placed[1]).view(dtype).reshape(shape)
+        if not nbytes or aligned(self._end) + nbytes > self._view.size:
+            return torch.empty(shape, dtype=dtype)  # ``place`` counts it in ``needed_bytes``
+        _, target = self.reserve(nbytes)
+        return torch.from_numpy(target).view(dtype).reshape(shape)
 
     def place(self, raw: np.ndarray) -> int | None:
         """The offset of ``raw`` (contiguous bytes) in the segment, copying it there unless
