@@ -10,10 +10,17 @@ character outside ``[A-Za-z0-9_]`` dropped), so no user string ever becomes Cyph
 * a rel table per stored (edge type, layout) holds the layout's COO expansion with
   ``e_id INT64``, the position in that expansion.
 
-Atomicity: Kùzu 0.11.3 runs DDL and ``COPY`` inside a manual transaction, so a put is one
-transaction: create a fresh rel table, ``COPY`` the edges from an Arrow table, extend node
-tables, drop the old rel table and switch the metadata record and version. A failure at any
-point (bad ids, an exception, ``kill -9``) rolls back and the previous edges stay readable.
+Atomicity: a put writes the edges into a fresh rel table, then switches to it. Kùzu 0.11.3 can
+lose the rows of a committed ``COPY`` when the process is killed before its next checkpoint
+(the table comes back empty after WAL replay), so the switch waits for a checkpoint:
+
+1. one transaction extends the node tables, creates the rel table and ``COPY``s the edges;
+2. ``CHECKPOINT`` puts those pages in the data file;
+3. one transaction drops the old rel table and switches the metadata record and version.
+
+A failure at any point (bad ids, an exception, ``kill -9``) leaves the previous edges readable;
+a rel table that no metadata record names (a put killed between 1 and 3) is dropped when the
+store is next opened for writing.
 """
 from __future__ import annotations
 
@@ -81,6 +88,8 @@ class KuzuGraphStore(BaseGraphStore):
                 self._set_meta("version", f"{uuid.uuid4().hex}-0")
                 self._set_meta("next_table", 0)
         self._meta = self._load_meta()
+        if not read_only:
+            self._drop_unnamed_rel_tables()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -139,19 +148,25 @@ class KuzuGraphStore(BaseGraphStore):
             src_table = self._ensure_nodes(src_type, edges.size[0])
             dst_table = self._ensure_nodes(dst_type, edges.size[1])
             rel = edge_type[1] if isinstance(edge_type, tuple) else edge_type or "edges"
+            seq = old["seq"] if old is not None else self._meta["next_table"]
             table = self._new_table_name("r", rel)
             self._run(f"CREATE REL TABLE {table}(FROM {src_table} TO {dst_table}, e_id INT64)")
             if edges.row.size:
                 frame = pa.table({"from": edges.row, "to": edges.col,
                                   "e_id": np.arange(edges.row.size, dtype=np.int64)})
                 self._run(f"COPY {table} FROM $frame", {"frame": frame})
-            if old is not None:
-                self._run(f"DROP TABLE {old['table']}")
-            seq = old["seq"] if old is not None else self._meta["next_table"]
-            self._set_meta(key, {"table": table, "size": list(edges.size),
-                                 "is_sorted": bool(edge_attr.is_sorted),
-                                 "num_edges": int(edges.row.size), "seq": seq})
-            self._bump_version()
+        try:
+            self._run("CHECKPOINT")
+            with self._transaction():
+                if old is not None:
+                    self._run(f"DROP TABLE {old['table']}")
+                self._set_meta(key, {"table": table, "size": list(edges.size),
+                                     "is_sorted": bool(edge_attr.is_sorted),
+                                     "num_edges": int(edges.row.size), "seq": seq})
+                self._bump_version()
+        except BaseException:
+            self._drop_unnamed_rel_tables()
+            raise
         logger.info("edge type %r (%s): %d edges put into %s", edge_type, layout.value,
                     edges.row.size, table)
         return True
@@ -210,9 +225,19 @@ class KuzuGraphStore(BaseGraphStore):
                 raise
             self._run("COMMIT")
 
-    def _table_names(self) -> set[str]:
-        result = self._run("CALL show_tables() RETURN name")
-        return set(result.get_as_arrow().column(0).to_pylist())
+    def _table_names(self, kind: str | None = None) -> set[str]:
+        """Names of the database's tables, only those of ``kind`` ("NODE", "REL") if given."""
+        table = self._run("CALL show_tables() RETURN name, type").get_as_arrow()
+        return {name for name, type_ in zip(table.column(0).to_pylist(), table.column(1).to_pylist())
+                if kind is None or type_ == kind}
+
+    def _drop_unnamed_rel_tables(self) -> None:
+        """Drop the rel tables of puts that never switched to them (killed or failed)."""
+        named = {info["table"] for info in self._meta.values() if isinstance(info, dict)}
+        for table in sorted(self._table_names("REL") - named):
+            logger.warning("%s: dropping %s, left by an unfinished put", self.path, table)
+            with self._transaction():
+                self._run(f"DROP TABLE {table}")
 
     def _load_meta(self) -> dict:
         table = self._run(f"MATCH (m:{_META}) RETURN m.key, m.value").get_as_arrow()

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import kuzu
 import pytest
 import torch
 from graph_store_contract import HETERO, GraphStoreContract, random_coo, stored_edges
@@ -106,3 +107,23 @@ def test_killed_writer_leaves_a_whole_previous_state(tmp_path: Path) -> None:
         assert torch.equal(row, torch.full_like(row, k))
         assert torch.equal(col, torch.arange(row.numel()) % 1000)
         assert tuple(attr.size) == (k + 1, 1000)
+
+
+def test_rel_table_of_an_unfinished_put_is_dropped_on_writable_open(tmp_path: Path) -> None:
+    path = tmp_path / "graph.kuzu"
+    with KuzuGraphStore(path) as store:
+        store.put_edge_index((torch.zeros(3, dtype=torch.long), torch.arange(3)), ("a", "r", "b"),
+                             "coo")
+        (named,) = store._table_names("REL")
+        node_tables = sorted(store._table_names("NODE") - {"gnnstore_meta"})
+    db = kuzu.Database(str(path))  # what a put killed after its COPY transaction leaves behind
+    conn = kuzu.Connection(db)
+    conn.execute(f"CREATE REL TABLE r99_r(FROM {node_tables[0]} TO {node_tables[1]}, e_id INT64)")
+    conn.close()
+    db.close()
+    with KuzuGraphStore(path, read_only=True) as store:
+        assert store._table_names("REL") == {named, "r99_r"}  # a reader changes nothing
+    with KuzuGraphStore(path) as store:
+        assert store._table_names("REL") == {named}
+        row, col = store.get_edge_index(("a", "r", "b"), "coo")
+        assert row.tolist() == [0, 0, 0] and col.tolist() == [0, 1, 2]
