@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.proto.row_copy import copy_rows, row_words
 
 logger = logging.getLogger(__name__)
 
@@ -106,13 +107,9 @@ class TierArray:
                 f"feature tier: id {bad} is out of range for node type {self.group_name!r}, "
                 f"attr {self.attr_name!r} (valid ids: 0..{n - 1})"
             )
-        ids = ids.astype(np.int64, copy=False)
-        if empty is None:
-            out = torch.from_numpy(np.take(self.rows, ids, axis=0))
-            return out.view(self.dtype) if out.dtype != self.dtype else out
-        out = empty((ids.size, *self.rows.shape[1:]), dtype=self.dtype)
-        words = out.reshape(-1).view(torch.uint8).numpy().view(self.rows.dtype)
-        np.take(self.rows, ids, axis=0, out=words.reshape(ids.size, *self.rows.shape[1:]))
+        out = (empty or torch.empty)((ids.size, *self.rows.shape[1:]), dtype=self.dtype)
+        if out.numel():
+            copy_rows(row_words(out), np.arange(ids.size), row_words(self.rows), ids.astype(np.int64, copy=False))
         return out
 
 

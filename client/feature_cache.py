@@ -34,6 +34,7 @@ from gnnstore.client.batch_buffers import BATCH_BUFFERS
 from gnnstore.client.cache_policy import EVICTION_POLICIES
 from gnnstore.client.cache_slot import CacheSlot, CachedAttr  # CachedAttr is imported from here too
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto.row_copy import copy_rows, row_words
 
 logger = logging.getLogger(__name__)
 
@@ -41,16 +42,6 @@ STATIC = "static"
 POLICY_NAMES = (STATIC, *EVICTION_POLICIES, *(f"{STATIC}+{n}" for n in EVICTION_POLICIES))
 
 FetchMissing = Callable[[Tensor], list[Tensor]]
-
-
-@numba.njit(cache=True, nogil=True)
-def _copy_rows(dst: np.ndarray, dst_at: np.ndarray, src: np.ndarray, src_at: np.ndarray) -> None:
-    """``dst[dst_at[i]] = src[src_at[i]]`` for every i, one pass over the bytes."""
-    width = dst.shape[1]
-    for i in range(dst_at.shape[0]):
-        d, s = dst_at[i], src_at[i]
-        for k in range(width):  # an explicit loop: a slice assignment per row costs 3x more
-            dst[d, k] = src[s, k]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -89,13 +80,6 @@ def _locate(
     for r in range(num_missing):
         id2pos[missing[r]] = -1
     return where, hits[:num_hits], missing[:num_missing]
-
-
-def _words(t: Tensor) -> np.ndarray:
-    """A contiguous CPU tensor's rows as a 2-D array of the widest unsigned words that fit."""
-    flat = t.reshape(t.shape[0], -1).view(torch.uint8).numpy()
-    width = next(w for w in (8, 4, 2, 1) if flat.shape[1] % w == 0)
-    return flat.view(f"u{width}")
 
 
 @dataclass(frozen=True)
@@ -230,16 +214,18 @@ class FeatureCache:
         outs = [self._empty((ids.shape[0], *s.shape[1:]), s.dtype) for s in specs]
         with self._lock:  # hits are copied before another thread can evict them
             where, missing = self._locate(slot, ids)
+            hit_at = np.flatnonzero(where >= 0)
             for name, out in zip(attr_names, outs):
-                self._fill(out, where, slot.storage[name], hits=True)
+                self._move_rows(out, hit_at, slot.storage[name], where[hit_at])
         if not missing.size:
             return outs
         fetched = fetch_missing(torch.from_numpy(missing))
         rows = {
             name: slot.check_rows(name, missing, r).to(self.device) for name, r in zip(attr_names, fetched)
         }
+        miss_at = np.flatnonzero(where < 0)
         for name, out in zip(attr_names, outs):
-            self._fill(out, where, rows[name], hits=False)
+            self._move_rows(out, miss_at, rows[name], -1 - where[miss_at])
         if rows.keys() == slot.storage.keys():
             with self._lock:
                 self._store(slot, missing, rows)
@@ -403,11 +389,6 @@ class FeatureCache:
                 slot.policy.touch(dynamic)
         return where, missing
 
-    def _fill(self, out: Tensor, where: np.ndarray, src: Tensor, *, hits: bool) -> None:
-        """Rows of ``out`` located in ``src``: the hits (``src`` is the storage) or the misses."""
-        at = np.flatnonzero(where >= 0 if hits else where < 0)
-        self._move_rows(out, at, src, where[at] if hits else -1 - where[at])
-
     def _slot(self, group_name: Any) -> CacheSlot:
         slot = self._slots.get(group_name)
         if slot is None:
@@ -423,7 +404,7 @@ class FeatureCache:
         if dst.is_cuda:
             dst.index_copy_(0, self._on_device(dst_at), src.index_select(0, self._on_device(src_at)))
         else:
-            _copy_rows(_words(dst), dst_at, _words(src.contiguous()), src_at)
+            copy_rows(row_words(dst), dst_at, row_words(src.contiguous()), src_at)
 
     def _empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
         """A batch tensor on the cache's device; on the CPU from resident, recycled memory."""

@@ -1,0 +1,72 @@
+"""Copy feature rows between 2-D arrays in one pass, prefetching the rows a few steps ahead.
+
+Both ends gather rows at random positions: the server from its feature tier, the client from
+its cache. Such a gather waits on memory for every row, one row at a time, unless the rows it
+will need next are already on their way: ``copy_rows`` asks the CPU for the row
+``PREFETCH_AHEAD`` steps ahead (every cache line of it) before it copies the current one. It
+takes explicit positions on both sides, so no row is tested in the loop (a test per row that
+the CPU cannot predict, hit or miss, costs more than a small row's copy).
+Rows are moved as the widest unsigned words that divide them (``row_words``), whatever their
+dtype, so one compiled kernel serves every attr.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+import torch
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+from torch import Tensor
+
+PREFETCH_AHEAD = 16
+"""Rows requested ahead of the one being copied (measured: 8 to 32 are equally good here)."""
+
+_CACHE_LINE = 64
+
+
+@intrinsic
+def _prefetch(typingctx, array, row, col):  # noqa: ARG001 - numba's intrinsic signature
+    """Hint the CPU to load ``array[row, col]``'s cache line (LLVM's ``llvm.prefetch``)."""
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        view = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer2(
+            context, builder, view.data, cgutils.unpack_tuple(builder, view.shape),
+            cgutils.unpack_tuple(builder, view.strides), array_type.layout, [args[1], args[2]],
+        )
+        i32 = ir.IntType(32)
+        hint = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]), "llvm.prefetch.p0"
+        )
+        # read, keep in every cache level, data (not instructions)
+        builder.call(hint, [pointer, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, types.intp, types.intp), codegen
+
+
+@numba.njit(cache=True, nogil=True)
+def copy_rows(dst: np.ndarray, dst_at: np.ndarray, src: np.ndarray, src_at: np.ndarray) -> None:
+    """``dst[dst_at[j]] = src[src_at[j]]`` for every j (2-D arrays of one dtype, indices in range)."""
+    n, width = dst_at.shape[0], dst.shape[1]
+    step = max(1, _CACHE_LINE // dst.itemsize)
+    for j in range(n):
+        if j + PREFETCH_AHEAD < n:
+            for k in range(0, width, step):
+                _prefetch(src, src_at[j + PREFETCH_AHEAD], k)
+        d, s = dst_at[j], src_at[j]
+        for k in range(width):  # an explicit loop: a slice assignment per row costs 3x more
+            dst[d, k] = src[s, k]
+
+
+def row_words(array: np.ndarray | Tensor) -> np.ndarray:
+    """A contiguous array's rows as a 2-D array of the widest unsigned words that fit (a view)."""
+    if isinstance(array, Tensor):
+        flat = array.reshape(array.shape[0], -1).view(torch.uint8).numpy()
+    else:
+        flat = array.reshape(array.shape[0], -1).view(np.uint8)
+    width = next(w for w in (8, 4, 2, 1) if flat.shape[1] % w == 0)
+    return flat.view(f"u{width}")
