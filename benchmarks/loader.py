@@ -274,7 +274,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10])
     parser.add_argument("--warmup", type=int, default=10, help="batches before timing (fills caches)")
-    parser.add_argument("--batches", type=int, default=50, help="batches timed per loader configuration")
+    parser.add_argument("--batches", type=int, default=200, help="batches timed per loader configuration")
     parser.add_argument("--train-batches", type=int, default=50, help="batches of the training epoch")
     parser.add_argument("--small", action="store_true", help="100k nodes, 20 batches, 10 training batches")
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a temporary folder")
