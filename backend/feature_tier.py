@@ -109,7 +109,8 @@ class TierArray:
             )
         out = (empty or torch.empty)((ids.size, *self.rows.shape[1:]), dtype=self.dtype)
         if out.numel():
-            copy_rows(row_words(out), np.arange(ids.size), row_words(self.rows), ids.astype(np.int64, copy=False))
+            ids = ids.astype(np.int64, copy=False)
+            copy_rows(row_words(out), np.arange(ids.size), row_words(self.rows), ids)
         return out
 
 
