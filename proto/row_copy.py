@@ -14,38 +14,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 import torch
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 from torch import Tensor
+
+from gnnstore.proto.prefetch import prefetch
 
 PREFETCH_AHEAD = 16
 """Rows requested ahead of the one being copied (measured: 8 to 32 are equally good here)."""
 
 _CACHE_LINE = 64
-
-
-@intrinsic
-def _prefetch(typingctx, array, row, col):  # noqa: ARG001 - numba's intrinsic signature
-    """Hint the CPU to load ``array[row, col]``'s cache line (LLVM's ``llvm.prefetch``)."""
-
-    def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        view = context.make_array(array_type)(context, builder, args[0])
-        pointer = cgutils.get_item_pointer2(
-            context, builder, view.data, cgutils.unpack_tuple(builder, view.shape),
-            cgutils.unpack_tuple(builder, view.strides), array_type.layout, [args[1], args[2]],
-        )
-        i32 = ir.IntType(32)
-        hint = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]), "llvm.prefetch.p0"
-        )
-        # read, keep in every cache level, data (not instructions)
-        builder.call(hint, [pointer, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return types.void(array, types.intp, types.intp), codegen
 
 
 @numba.njit(cache=True, nogil=True)
@@ -56,7 +32,7 @@ def copy_rows(dst: np.ndarray, dst_at: np.ndarray, src: np.ndarray, src_at: np.n
     for j in range(n):
         if j + PREFETCH_AHEAD < n:
             for k in range(0, width, step):
-                _prefetch(src, src_at[j + PREFETCH_AHEAD], k)
+                prefetch(src, (src_at[j + PREFETCH_AHEAD], k))
         d, s = dst_at[j], src_at[j]
         for k in range(width):  # an explicit loop: a slice assignment per row costs 3x more
             dst[d, k] = src[s, k]
