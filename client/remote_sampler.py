@@ -13,7 +13,8 @@ the negatives are drawn against the server's authoritative node counts. Ids in t
 Given the loader's feature store (``feature_store=fs``), each sampling RPC also returns the
 sampled nodes' feature rows, and ``fs.multi_get_tensor(index=n_id)`` is answered from them:
 one round trip per mini-batch. On the server's host the reply's arrays come through a
-shared-memory segment the call lends the server (``Connection.reply_segments``).
+shared-memory segment the call lends the server (``Connection.reply_segments``), and the
+batch's tensors are views of it.
 """
 from __future__ import annotations
 
@@ -188,15 +189,13 @@ class RemoteNeighborSampler(BaseSampler):
             request.reply_segment.CopyFrom(segment.message)
         try:
             reply = self.connection.call("GraphService", method, request, timeout=self.timeout)
-            shared = None if segment is None else segment.view
-            out = output_from_proto(reply, shared)
-            rows = [node_rows_from_proto(r, shared) for r in reply.features]
         except BaseException:
             if segment is not None:
                 segments.discard(segment)
             raise
-        if segment is not None:
-            segments.release(segment, reply)
+        shared = None if segment is None else segments.lend(segment, reply)
+        out = output_from_proto(reply, shared)
+        rows = [node_rows_from_proto(r, shared) for r in reply.features]
         if self.feature_store is not None:
             self.feature_store.exchange.deliver(out, rows)
         return out

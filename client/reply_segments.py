@@ -1,16 +1,23 @@
 """Reply segments a trainer on the server's host offers: one per sampling call in flight.
 
-A segment is lent to one call and comes back only once its reply has been decoded (every
-array copied out); a call that fails discards its segment, because the server may still be
-writing into it. Segments start at ``INITIAL_SEGMENT_BYTES`` (pages cost memory only once
-written) and grow when a reply says it needed more. The first refusal (server on another
-host or in another container, or too old to know segments) turns the pool off for good and
-is logged once: replies then travel inline, as they do without a pool.
+A segment is lent to one call, and its reply is decoded in place (``lend``): the batch's
+tensors are views of the segment, which comes back to the pool only once none of them is
+referenced any more, so reuse never changes a batch a caller still holds. Once ``MAX_LENT``
+segments are held by batches (a caller keeping many of them), a reply's bytes are copied out
+instead and its segment comes back at once. A call that fails discards its segment, because
+the server may still be writing into it. Segments start at ``INITIAL_SEGMENT_BYTES`` (pages
+cost memory only once written) and grow when a reply says it needed more. The first refusal
+(server on another host or in another container, or too old to know segments) turns the pool
+off for good and is logged once: replies then travel inline, as they do without a pool.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import weakref
+
+import torch
+from torch import Tensor
 
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.reply_segment import ReplySegment
@@ -23,6 +30,9 @@ INITIAL_SEGMENT_BYTES = 64 << 20
 KEPT_FREE = 8
 """Idle segments kept for reuse; more are closed when they come back."""
 
+MAX_LENT = 16
+"""Segments batches may hold at once; past it, replies are copied out of their segments."""
+
 
 class ReplySegmentPool:
     """The segments of one process (a pool never crosses fork; ``Connection`` makes one per process).
@@ -33,8 +43,10 @@ class ReplySegmentPool:
     """
 
     def __init__(self, initial_bytes: int | None = None) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: a batch dropped while the lock is held gives its segment back.
+        self._lock = threading.RLock()
         self._free: list[ReplySegment] = []
+        self._lent = 0
         self._size = INITIAL_SEGMENT_BYTES if initial_bytes is None else initial_bytes
         self.refused: str | None = None
         self.placed_bytes = 0
@@ -43,6 +55,11 @@ class ReplySegmentPool:
     def idle(self) -> int:
         """Segments waiting to be lent."""
         return len(self._free)
+
+    @property
+    def lent(self) -> int:
+        """Segments held by the tensors of decoded replies."""
+        return self._lent
 
     @property
     def segment_bytes(self) -> int:
@@ -63,8 +80,40 @@ class ReplySegmentPool:
             self._refuse(f"this process cannot create shared memory: {exc}")
             return None
 
-    def release(self, segment: ReplySegment, reply: graph_pb2.SampleResponse) -> None:
-        """Take ``segment`` back after ``reply`` was decoded; learn from what the server did."""
+    def lend(self, segment: ReplySegment, reply: graph_pb2.SampleResponse) -> Tensor | None:
+        """The bytes (uint8) to decode ``reply`` from: ``segment`` itself, or a copy of its used
+        part once ``MAX_LENT`` segments are held; ``None`` when the server placed nothing there.
+
+        The segment returns to the pool once no tensor decoded from it is referenced any more.
+        """
+        self._learn(reply)
+        use = reply.reply_segment
+        with self._lock:
+            in_place = use.used and self._lent < MAX_LENT
+            if in_place:
+                self._lent += 1
+        if not in_place:
+            used = min(segment.size, use.needed_bytes) if use.used else 0
+            copy = torch.from_numpy(segment.view[:used].copy()) if used else None
+            self._give_back(segment)
+            return copy
+        lease = segment.view[:]  # torch keeps this very array alive, so its end marks the last view
+        weakref.finalize(lease, self._returned, segment)
+        return torch.from_numpy(lease)
+
+    def discard(self, segment: ReplySegment) -> None:
+        """Drop the segment of a failed call: the server may still write into it."""
+        segment.close()
+
+    def close(self) -> None:
+        """Close every idle segment (lent ones close when their batches are gone)."""
+        with self._lock:
+            free, self._free = self._free, []
+        for segment in free:
+            segment.close()
+
+    def _learn(self, reply: graph_pb2.SampleResponse) -> None:
+        """Note a refusal, the bytes placed, and the size the reply needed."""
         if not reply.HasField("reply_segment"):
             self._refuse("the server does not know reply segments")
         use = reply.reply_segment
@@ -74,21 +123,18 @@ class ReplySegmentPool:
             self.placed_bytes += use.placed_bytes
             if use.needed_bytes > self._size:
                 self._size = use.needed_bytes + use.needed_bytes // 4
+
+    def _returned(self, segment: ReplySegment) -> None:
+        with self._lock:
+            self._lent -= 1
+        self._give_back(segment)
+
+    def _give_back(self, segment: ReplySegment) -> None:
+        with self._lock:
             if self.refused is None and segment.size >= self._size and len(self._free) < KEPT_FREE:
                 self._free.append(segment)
                 return
         segment.close()
-
-    def discard(self, segment: ReplySegment) -> None:
-        """Drop the segment of a failed call: the server may still write into it."""
-        segment.close()
-
-    def close(self) -> None:
-        """Close every idle segment."""
-        with self._lock:
-            free, self._free = self._free, []
-        for segment in free:
-            segment.close()
 
     def _refuse(self, reason: str) -> None:
         with self._lock:

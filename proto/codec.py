@@ -4,8 +4,9 @@ Tensors travel as raw little-endian bytes with a dtype name and a shape. Encodin
 copy protobuf needs to own a ``bytes`` field; decoding costs one copy into a writable buffer
 (``torch.frombuffer`` over a ``bytearray``), because a tensor viewing the message's immutable
 ``bytes`` would let a caller's in-place op write into it. A reply may instead place a tensor's
-bytes in the request's shared-memory segment (``segment=`` a ``ReplyWriter``; decoded with
-``shared=`` the segment's bytes, see ``reply_segment.py``). Node and edge types map PyG's
+bytes in the request's shared-memory segment (``segment=`` a ``ReplyWriter``); decoded with
+``shared=`` the segment's bytes as a uint8 tensor, such a tensor is a view of the segment, not
+a copy (see ``reply_segment.py`` for how long it stays valid). Node and edge types map PyG's
 ``None`` to an explicit ``homogeneous`` flag, and heterogeneous edge types always decode to
 tuples.
 """
@@ -83,30 +84,30 @@ def tensor_to_proto(tensor: Tensor, segment: ReplyWriter | None = None) -> pb.Te
     return message
 
 
-def tensor_from_proto(
-    message: pb.Tensor, what: str = "tensor", shared: np.ndarray | None = None
-) -> Tensor:
-    """Decode a tensor into a new writable CPU tensor.
+def tensor_from_proto(message: pb.Tensor, what: str = "tensor", shared: Tensor | None = None) -> Tensor:
+    """Decode a tensor into a writable CPU tensor: a new one, or a view of ``shared``.
 
     Args:
         message: the wire tensor.
         what: names the field in error messages, e.g. ``"MultiGet index"``.
-        shared: the bytes of the reply segment the request offered, if any.
+        shared: the bytes (uint8) of the reply segment the request offered, if any.
 
     Raises:
         InvalidRequestError: unknown dtype, negative dimension, a byte count that does not
-            match dtype and shape, or a segment slice outside the offered segment.
+            match dtype and shape, or a segment slice outside the offered segment or not
+            aligned to its dtype.
     """
     dtype, shape, data = _checked_payload(message, what, shared)
     if math.prod(shape) == 0:
         return torch.empty(shape, dtype=dtype)
-    copy = bytearray(data) if isinstance(data, bytes) else data.copy()
-    return torch.frombuffer(copy, dtype=dtype).reshape(shape)
+    if isinstance(data, Tensor):
+        return data.view(dtype).reshape(shape)
+    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
 
 
 def _checked_payload(
-    message: pb.Tensor, what: str, shared: np.ndarray | None
-) -> tuple[torch.dtype, tuple[int, ...], bytes | np.ndarray]:
+    message: pb.Tensor, what: str, shared: Tensor | None
+) -> tuple[torch.dtype, tuple[int, ...], bytes | Tensor]:
     """The dtype, shape and bytes (inline, or a view of ``shared``) of a consistent wire tensor."""
     dtype = dtype_from_name(message.dtype)
     shape = tuple(message.shape)
@@ -122,33 +123,40 @@ def _checked_payload(
     return dtype, shape, data
 
 
-def _payload(message: pb.Tensor, what: str, shared: np.ndarray | None) -> bytes | np.ndarray:
+def _payload(message: pb.Tensor, what: str, shared: Tensor | None) -> bytes | Tensor:
     if not message.HasField("shared"):
         return message.data
     start, length = message.shared.offset, message.shared.length
     if shared is None:
         raise InvalidRequestError(f"{what} points into a reply segment, but none was offered")
-    if message.data or start + length > shared.size:
+    if message.data or start + length > shared.numel():
         raise InvalidRequestError(
-            f"{what}: bytes {start}..{start + length} lie outside the {shared.size}-byte reply "
+            f"{what}: bytes {start}..{start + length} lie outside the {shared.numel()}-byte reply "
             f"segment, or are sent inline as well"
         )
+    itemsize = dtype_from_name(message.dtype).itemsize
+    if start % itemsize:
+        raise InvalidRequestError(f"{what}: offset {start} in the reply segment is not a multiple of {itemsize}")
     return shared[start : start + length]
 
 
 def ids_to_proto(ids: Tensor | Sequence[int], segment: ReplyWriter | None = None) -> pb.Tensor:
-    """Encode node or edge ids as a 1-D tensor: int32 on the wire when every id fits, else int64."""
+    """Encode node or edge ids as a 1-D tensor: int32 on the wire when every id fits, else int64.
+
+    Ids placed in a reply segment stay int64: there bytes cost nothing to move, and int64 ids
+    decode as views, while narrowing and widening again would cost a pass on either side.
+    """
     ids = torch.as_tensor(ids).reshape(-1)
     if ids.dtype != torch.int32:
         ids = ids.to(torch.long)
-        if ids.numel() and _INT32_MIN <= int(ids.min()) and int(ids.max()) <= _INT32_MAX:
-            empty = torch.empty if segment is None else segment.empty
-            ids = empty(ids.shape, dtype=torch.int32).copy_(ids)
+        if segment is None and ids.numel() and _INT32_MIN <= int(ids.min()) and int(ids.max()) <= _INT32_MAX:
+            ids = ids.to(torch.int32)
     return tensor_to_proto(ids, segment)
 
 
-def ids_from_proto(message: pb.Tensor, what: str = "ids", shared: np.ndarray | None = None) -> Tensor:
-    """Decode a 1-D integer id tensor (int32 or int64 on the wire) as a new int64 tensor.
+def ids_from_proto(message: pb.Tensor, what: str = "ids", shared: Tensor | None = None) -> Tensor:
+    """Decode a 1-D integer id tensor (int32 or int64 on the wire) as an int64 tensor (new, or
+    a view of ``shared`` for int64 ids there).
 
     Raises:
         InvalidRequestError: not integer, or not 1-D.
@@ -159,6 +167,8 @@ def ids_from_proto(message: pb.Tensor, what: str = "ids", shared: np.ndarray | N
     if len(shape) != 1:
         raise InvalidRequestError(f"{what} must be 1-D, got shape {list(shape)}")
     if dtype == torch.int32:  # widening makes the one copy a writable tensor needs
+        if isinstance(data, Tensor):
+            return data.view(torch.int32).to(torch.int64)
         return torch.from_numpy(np.frombuffer(data, dtype="<i4").astype(np.int64))
     return tensor_from_proto(message, what, shared)
 

@@ -8,7 +8,8 @@ bytes. The seal matters: a segment that could shrink under the server's mapping 
 its writes fault. Where the server cannot open the segment (another host, container or user)
 it says why and sends every array inline. A segment serves one call at a time; the client
 reuses it only after a reply arrived, so a late write of a timed-out call never lands in
-another batch.
+another batch. The client decodes a reply in place: the batch's tensors are views of the
+segment, so the client lends it again only once none of them is referenced any more.
 """
 from __future__ import annotations
 
@@ -39,10 +40,11 @@ def aligned(nbytes: int) -> int:
 
 
 class ReplySegment:
-    """The client's side: a sealed memfd of ``size`` bytes, mapped read-only.
+    """The client's side: a sealed memfd of ``size`` bytes, mapped read-write.
 
-    Pages cost memory only once the server has written them. ``view`` is the whole segment
-    as bytes; ``close()`` (or garbage collection) unmaps it and closes the fd.
+    Pages cost memory only once written. ``view`` is the whole segment as bytes (writable: the
+    tensors decoded from it are a batch's own, which a trainer may change in place);
+    ``close()`` (or garbage collection) closes the fd, the mapping goes with its last view.
     """
 
     def __init__(self, size: int) -> None:
@@ -50,7 +52,7 @@ class ReplySegment:
         try:
             os.ftruncate(fd, size)
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
-            self._map = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+            self._map = mmap.mmap(fd, size)
         except BaseException:
             os.close(fd)
             raise

@@ -220,10 +220,11 @@ def _metadata_entry(value: object) -> common_pb2.OptionalTensor:
 
 
 def output_from_proto(
-    response: graph_pb2.SampleResponse, shared: np.ndarray | None = None
+    response: graph_pb2.SampleResponse, shared: Tensor | None = None
 ) -> SamplerOutput | HeteroSamplerOutput:
     """Decode a SampleResponse into the SamplerOutput / HeteroSamplerOutput PyG's loaders read
-    (``shared``: the bytes of the reply segment the request offered)."""
+    (``shared``: the bytes of the reply segment the request offered; arrays there decode as
+    views of it)."""
     node = {
         node_type_from_proto(n.node_type): ids_from_proto(n.ids, "sampled node ids", shared)
         for n in response.node
@@ -387,8 +388,9 @@ def node_rows_to_proto(rows: NodeRows, segment: ReplyWriter | None = None) -> gr
     )
 
 
-def node_rows_from_proto(message: graph_pb2.NodeRows, shared: np.ndarray | None = None) -> NodeRows:
-    """Decode the rows of one node type (``shared``: the reply segment's bytes, if offered).
+def node_rows_from_proto(message: graph_pb2.NodeRows, shared: Tensor | None = None) -> NodeRows:
+    """Decode the rows of one node type (``shared``: the reply segment's bytes, if offered;
+    rows there decode as views of it).
 
     Raises:
         InvalidRequestError: names and tensors do not pair up, or row counts differ from ids.

@@ -1,6 +1,8 @@
 """Sampling replies through shared memory on the server's host: exact, growing, and falling back."""
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 from torch_geometric.data import Data
@@ -43,11 +45,26 @@ def test_replies_come_through_shared_memory_and_equal_the_socket_ones(
     assert socket_2 - socket_1 > 5 * (socket_1 - socket_0)  # only small fields left the socket
     assert shared_1 - shared_0 == pool.placed_bytes > 0.8 * (socket_2 - socket_1)
     assert shared_2 == shared_1
-    assert pool.idle == 1  # one call at a time: one segment, lent and returned
+    # Each kept batch is decoded in place and holds its segment: none was reused under it.
+    assert pool.lent == len(shared) and pool.idle == 0
     for a, b in zip(shared, inline, strict=True):
         for key in ("n_id", "edge_index", "e_id", "x", "y", "train_mask"):
             assert torch.equal(a[key], b[key]), key
         assert torch.equal(a.x, homo_graph.x[a.n_id])
+    del shared, a
+    gc.collect()
+    assert pool.lent == 0 and pool.idle == 5  # back once the batches are gone
+
+
+def test_past_the_lending_limit_replies_are_copied_out_and_segments_come_back_at_once(
+    homo_server: ServerProcess, homo_graph: Data, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reply_segments, "MAX_LENT", 2)
+    kept, pool = batches(homo_server.address, shared_memory=True)
+    assert pool.lent == 2 and pool.idle == 1  # two held by batches, one used over and over
+    for batch in kept:
+        assert torch.equal(batch.x, homo_graph.x[batch.n_id])
+        assert torch.equal(batch.y, homo_graph.y[batch.n_id])
 
 
 def test_a_segment_too_small_grows_after_one_partly_inline_reply(
@@ -56,9 +73,11 @@ def test_a_segment_too_small_grows_after_one_partly_inline_reply(
     monkeypatch.setattr(reply_segments, "INITIAL_SEGMENT_BYTES", 512)
     got, pool = batches(homo_server.address, shared_memory=True)
     assert pool.segment_bytes > 512 and pool.refused is None
-    assert pool.idle == 1  # the small segment was closed, the grown one kept
     for batch in got:
         assert batch.x.shape[0] == batch.n_id.numel()
+    del got, batch
+    gc.collect()
+    assert pool.lent == 0 and 0 < pool.idle < 5  # the small segment was closed, grown ones kept
 
 
 def test_a_failed_call_never_reuses_its_segment(homo_server: ServerProcess) -> None:
@@ -66,9 +85,10 @@ def test_a_failed_call_never_reuses_its_segment(homo_server: ServerProcess) -> N
     sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs)
     with pytest.raises(InvalidRequestError, match="out of range"):
         sampler.sample_from_nodes(NodeSamplerInput(input_id=torch.tensor([0]), node=torch.tensor([10_000])))
-    assert fs.connection.reply_segments().idle == 0  # the server may still write into it
+    pool = fs.connection.reply_segments()
+    assert pool.idle == 0 and pool.lent == 0  # the server may still write into it
     sampler.sample_from_nodes(NodeSamplerInput(input_id=torch.tensor([0]), node=torch.tensor([1])))
-    assert fs.connection.reply_segments().idle == 1
+    assert pool.lent == 1  # a new segment, held by the rows waiting for the loader
 
 
 def test_a_segment_the_server_cannot_open_is_refused_and_the_reply_travels_inline(
@@ -84,7 +104,7 @@ def test_a_segment_the_server_cannot_open_is_refused_and_the_reply_travels_inlin
     assert not reply.reply_segment.used and reply.node[0].ids.data
     pool = ReplySegmentPool()
     segment = pool.acquire()
-    pool.release(segment, reply)
+    assert pool.lend(segment, reply) is None  # nothing was placed there
     assert pool.refused == reply.reply_segment.refused
     assert pool.acquire() is None and pool.idle == 0  # refused once: the socket from then on
     assert fs.connection.is_serving()
