@@ -16,9 +16,6 @@ import logging
 import threading
 import weakref
 
-import torch
-from torch import Tensor
-
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.reply_segment import ReplySegment
 
@@ -80,9 +77,9 @@ class ReplySegmentPool:
             self._refuse(f"this process cannot create shared memory: {exc}")
             return None
 
-    def lend(self, segment: ReplySegment, reply: graph_pb2.SampleResponse) -> Tensor | None:
-        """The bytes (uint8) to decode ``reply`` from: ``segment`` itself, or a copy of its used
-        part once ``MAX_LENT`` segments are held; ``None`` when the server placed nothing there.
+    def lend(self, segment: ReplySegment, reply: graph_pb2.SampleResponse) -> memoryview | None:
+        """The bytes to decode ``reply`` from: ``segment`` itself, or a copy of its used part
+        once ``MAX_LENT`` segments are held; ``None`` when the server placed nothing there.
 
         The segment returns to the pool once no tensor decoded from it is referenced any more.
         """
@@ -94,12 +91,12 @@ class ReplySegmentPool:
                 self._lent += 1
         if not in_place:
             used = min(segment.size, use.needed_bytes) if use.used else 0
-            copy = torch.from_numpy(segment.view[:used].copy()) if used else None
+            copy = memoryview(segment.view[:used].copy()) if used else None
             self._give_back(segment)
             return copy
-        lease = segment.view[:]  # torch keeps this very array alive, so its end marks the last view
+        lease = segment.view[:]  # every decoded array holds a view of this very array
         weakref.finalize(lease, self._returned, segment)
-        return torch.from_numpy(lease)
+        return memoryview(lease)
 
     def discard(self, segment: ReplySegment) -> None:
         """Drop the segment of a failed call: the server may still write into it."""

@@ -5,8 +5,9 @@ copy protobuf needs to own a ``bytes`` field; decoding costs one copy into a wri
 (``torch.frombuffer`` over a ``bytearray``), because a tensor viewing the message's immutable
 ``bytes`` would let a caller's in-place op write into it. A reply may instead place a tensor's
 bytes in the request's shared-memory segment (``segment=`` a ``ReplyWriter``); decoded with
-``shared=`` the segment's bytes as a uint8 tensor, such a tensor is a view of the segment, not
-a copy (see ``reply_segment.py`` for how long it stays valid). Node and edge types map PyG's
+``shared=`` a memoryview of the segment's bytes, such a tensor is a view of the segment, not a
+copy, with a storage of its own bytes only (see ``reply_segment.py`` for how long it stays
+valid). Node and edge types map PyG's
 ``None`` to an explicit ``homogeneous`` flag, and heterogeneous edge types always decode to
 tuples.
 """
@@ -84,13 +85,13 @@ def tensor_to_proto(tensor: Tensor, segment: ReplyWriter | None = None) -> pb.Te
     return message
 
 
-def tensor_from_proto(message: pb.Tensor, what: str = "tensor", shared: Tensor | None = None) -> Tensor:
+def tensor_from_proto(message: pb.Tensor, what: str = "tensor", shared: memoryview | None = None) -> Tensor:
     """Decode a tensor into a writable CPU tensor: a new one, or a view of ``shared``.
 
     Args:
         message: the wire tensor.
         what: names the field in error messages, e.g. ``"MultiGet index"``.
-        shared: the bytes (uint8) of the reply segment the request offered, if any.
+        shared: the bytes of the reply segment the request offered, if any.
 
     Raises:
         InvalidRequestError: unknown dtype, negative dimension, a byte count that does not
@@ -100,14 +101,14 @@ def tensor_from_proto(message: pb.Tensor, what: str = "tensor", shared: Tensor |
     dtype, shape, data = _checked_payload(message, what, shared)
     if math.prod(shape) == 0:
         return torch.empty(shape, dtype=dtype)
-    if isinstance(data, Tensor):
-        return data.view(dtype).reshape(shape)
+    if isinstance(data, np.ndarray):
+        return torch.from_numpy(data).view(dtype).reshape(shape)
     return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
 
 
 def _checked_payload(
-    message: pb.Tensor, what: str, shared: Tensor | None
-) -> tuple[torch.dtype, tuple[int, ...], bytes | Tensor]:
+    message: pb.Tensor, what: str, shared: memoryview | None
+) -> tuple[torch.dtype, tuple[int, ...], bytes | np.ndarray]:
     """The dtype, shape and bytes (inline, or a view of ``shared``) of a consistent wire tensor."""
     dtype = dtype_from_name(message.dtype)
     shape = tuple(message.shape)
@@ -123,21 +124,22 @@ def _checked_payload(
     return dtype, shape, data
 
 
-def _payload(message: pb.Tensor, what: str, shared: Tensor | None) -> bytes | Tensor:
+def _payload(message: pb.Tensor, what: str, shared: memoryview | None) -> bytes | np.ndarray:
     if not message.HasField("shared"):
         return message.data
     start, length = message.shared.offset, message.shared.length
     if shared is None:
         raise InvalidRequestError(f"{what} points into a reply segment, but none was offered")
-    if message.data or start + length > shared.numel():
+    if message.data or start + length > shared.nbytes:
         raise InvalidRequestError(
-            f"{what}: bytes {start}..{start + length} lie outside the {shared.numel()}-byte reply "
+            f"{what}: bytes {start}..{start + length} lie outside the {shared.nbytes}-byte reply "
             f"segment, or are sent inline as well"
         )
     itemsize = dtype_from_name(message.dtype).itemsize
     if start % itemsize:
         raise InvalidRequestError(f"{what}: offset {start} in the reply segment is not a multiple of {itemsize}")
-    return shared[start : start + length]
+    # An array of its own over the view: it keeps ``shared`` (and what that lends) alive.
+    return np.frombuffer(shared, dtype=np.uint8, count=length, offset=start)
 
 
 def ids_to_proto(ids: Tensor | Sequence[int], segment: ReplyWriter | None = None) -> pb.Tensor:
@@ -154,7 +156,7 @@ def ids_to_proto(ids: Tensor | Sequence[int], segment: ReplyWriter | None = None
     return tensor_to_proto(ids, segment)
 
 
-def ids_from_proto(message: pb.Tensor, what: str = "ids", shared: Tensor | None = None) -> Tensor:
+def ids_from_proto(message: pb.Tensor, what: str = "ids", shared: memoryview | None = None) -> Tensor:
     """Decode a 1-D integer id tensor (int32 or int64 on the wire) as an int64 tensor (new, or
     a view of ``shared`` for int64 ids there).
 
@@ -167,8 +169,6 @@ def ids_from_proto(message: pb.Tensor, what: str = "ids", shared: Tensor | None 
     if len(shape) != 1:
         raise InvalidRequestError(f"{what} must be 1-D, got shape {list(shape)}")
     if dtype == torch.int32:  # widening makes the one copy a writable tensor needs
-        if isinstance(data, Tensor):
-            return data.view(torch.int32).to(torch.int64)
         return torch.from_numpy(np.frombuffer(data, dtype="<i4").astype(np.int64))
     return tensor_from_proto(message, what, shared)
 

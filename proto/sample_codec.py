@@ -220,7 +220,7 @@ def _metadata_entry(value: object) -> common_pb2.OptionalTensor:
 
 
 def output_from_proto(
-    response: graph_pb2.SampleResponse, shared: Tensor | None = None
+    response: graph_pb2.SampleResponse, shared: memoryview | None = None
 ) -> SamplerOutput | HeteroSamplerOutput:
     """Decode a SampleResponse into the SamplerOutput / HeteroSamplerOutput PyG's loaders read
     (``shared``: the bytes of the reply segment the request offered; arrays there decode as
@@ -388,7 +388,7 @@ def node_rows_to_proto(rows: NodeRows, segment: ReplyWriter | None = None) -> gr
     )
 
 
-def node_rows_from_proto(message: graph_pb2.NodeRows, shared: Tensor | None = None) -> NodeRows:
+def node_rows_from_proto(message: graph_pb2.NodeRows, shared: memoryview | None = None) -> NodeRows:
     """Decode the rows of one node type (``shared``: the reply segment's bytes, if offered;
     rows there decode as views of it).
 
