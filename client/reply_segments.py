@@ -5,10 +5,12 @@ tensors are views of the segment, which comes back to the pool only once none of
 referenced any more, so reuse never changes a batch a caller still holds. Once ``MAX_LENT``
 segments are held by batches (a caller keeping many of them), a reply's bytes are copied out
 instead and its segment comes back at once. A call that fails discards its segment, because
-the server may still be writing into it. Segments start at ``INITIAL_SEGMENT_BYTES`` (pages
-cost memory only once written) and grow when a reply says it needed more. The first refusal
-(server on another host or in another container, or too old to know segments) turns the pool
-off for good and is logged once: replies then travel inline, as they do without a pool.
+the server may still be writing into it. (The memory is shared: a process forked while it
+holds a batch shares that batch's segment too, and sees it change once this one reuses it.)
+Segments start at ``INITIAL_SEGMENT_BYTES`` (pages cost memory only once written) and grow
+when a reply says it needed more. The first refusal (server on another host or in another
+container, or too old to know segments) turns the pool off for good and is logged once:
+replies then travel inline, as they do without a pool.
 """
 from __future__ import annotations
 
