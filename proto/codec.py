@@ -115,6 +115,10 @@ def _checked_payload(
     if any(dim < 0 for dim in shape):
         raise InvalidRequestError(f"{what} has a negative dimension: shape {list(shape)}")
     data = _payload(message, what, shared)
+    if isinstance(data, np.ndarray) and message.shared.offset % dtype.itemsize:
+        raise InvalidRequestError(
+            f"{what}: offset {message.shared.offset} in the reply segment is not a multiple of {dtype.itemsize}"
+        )
     numel = math.prod(shape)
     if len(data) != numel * dtype.itemsize:
         raise InvalidRequestError(
@@ -135,9 +139,6 @@ def _payload(message: pb.Tensor, what: str, shared: memoryview | None) -> bytes 
             f"{what}: bytes {start}..{start + length} lie outside the {shared.nbytes}-byte reply "
             f"segment, or are sent inline as well"
         )
-    itemsize = dtype_from_name(message.dtype).itemsize
-    if start % itemsize:
-        raise InvalidRequestError(f"{what}: offset {start} in the reply segment is not a multiple of {itemsize}")
     # An array of its own over the view: it keeps ``shared`` (and what that lends) alive.
     return np.frombuffer(shared, dtype=np.uint8, count=length, offset=start)
 
