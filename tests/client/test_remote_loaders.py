@@ -8,7 +8,7 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader, NodeLoader
 from torch_geometric.sampler import NegativeSampling
 
-from gnnstore.client import RemoteNeighborSampler, connect, server_stats
+from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect, server_stats
 from served import ServerProcess
 
 MULTI_GET = "/gnnstore.v1.FeatureService/MultiGet"
@@ -98,6 +98,25 @@ def test_link_loader_binary_negatives_are_local_and_carry_features(
         negatives = batch.n_id[label_index[:, num_pos:]]  # global ids of the negatives
         assert int(negatives.max()) < num_nodes
         assert torch.equal(batch.x[label_index[1]], homo_graph.x[batch.n_id[label_index[1]]])
+
+
+def test_a_prefetched_link_loader_gives_the_plain_loops_batches(
+    served_homo: ServerProcess, homo_graph: Data
+) -> None:
+    fs, gs = connect(served_homo.address)
+
+    def link_loader() -> LinkNeighborLoader:
+        sampler = RemoteNeighborSampler(fs, [4, 2], feature_store=fs, seed=3)
+        return LinkNeighborLoader((fs, gs), num_neighbors=[4, 2], neighbor_sampler=sampler,
+                                  edge_label_index=(None, homo_graph.edge_index[:, :100]), batch_size=20,
+                                  neg_sampling=NegativeSampling("binary", 1))
+
+    plain, prefetched = list(link_loader()), list(Prefetcher(link_loader(), depth=3))
+    assert len(plain) == len(prefetched) == 5
+    for a, b in zip(plain, prefetched):
+        _check_homo_batch(b, homo_graph)
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_label_index, b.edge_label_index)
+        assert torch.equal(a.edge_label, b.edge_label)
 
 
 @pytest.mark.parametrize("amount", [1, 3])
