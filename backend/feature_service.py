@@ -13,7 +13,6 @@ from gnnstore.backend.error_translation import translate_errors
 from gnnstore.proto import feature_pb2, feature_pb2_grpc
 from gnnstore.proto.codec import (
     attr_key_from_proto,
-    attr_key_to_proto,
     describe,
     ids_from_proto,
     node_type_from_proto,
@@ -127,14 +126,7 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
 
 def schema_to_proto(store: FeatureStore) -> list[TensorSchema]:
     """The store's ``tensor_schema()`` on the wire."""
-    return [
-        TensorSchema(
-            key=attr_key_to_proto(s.group_name, s.attr_name),
-            dtype=str(s.dtype).removeprefix("torch."),
-            shape=list(s.shape),
-        )
-        for s in store.tensor_schema()
-    ]
+    return [s.to_proto() for s in store.tensor_schema()]
 
 
 def _row_bytes(store: FeatureStore, group: object, name: str, shape: tuple[int, ...]) -> int:

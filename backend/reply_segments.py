@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.reply_segment import ReplyWriter, SegmentRefused, open_for_writing
+from gnnstore.proto.reply_segment import ReplyWriter, open_for_writing
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,8 @@ import torch
 from gnnstore.backend.feature_tier import FeatureTier
 from gnnstore.backend.sampling_engine import SamplingEngine
 from gnnstore.backend.topology import TopologySnapshot
-from gnnstore.client.feature_cache import CachedAttr, FeatureCache
+from gnnstore.client.feature_cache import FeatureCache
+from gnnstore.proto.attr_schema import AttrSchema
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
@@ -91,7 +92,7 @@ def batch_stream(data: object, num_batches: int, batch_size: int, fanouts: list[
 
 def client_side(x: torch.Tensor, hot: torch.Tensor, batches: list[torch.Tensor], warmup: int) -> None:
     """Hit rate and cost per batch of every policy at 5% and 20% of the feature bytes."""
-    spec = CachedAttr(None, "x", x.dtype, tuple(x.shape))
+    spec = AttrSchema(None, "x", x.dtype, tuple(x.shape))
     total = x.numel() * x.element_size()
     mean_ids = np.mean([len(b) for b in batches])
     print(

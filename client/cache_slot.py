@@ -2,40 +2,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from gnnstore.client.cache_policy import EvictionPolicy
+from gnnstore.proto.attr_schema import AttrSchema
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
 
-
-@dataclass(frozen=True)
-class CachedAttr:
-    """One cached (node type, attr): its dtype and full shape ``[num_nodes, *row]``."""
-
-    group_name: Any
-    attr_name: str
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        dtype = getattr(torch, self.dtype) if isinstance(self.dtype, str) else self.dtype
-        if not isinstance(dtype, torch.dtype) or len(self.shape) < 1:
-            raise InvalidRequestError(
-                f"cached attr ({self.group_name!r}, {self.attr_name!r}) needs a torch dtype and "
-                f"a shape [num_nodes, *row]; got dtype={self.dtype!r} shape={self.shape!r}"
-            )
-        object.__setattr__(self, "dtype", dtype)
-        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
-
-    @property
-    def row_bytes(self) -> int:
-        """Bytes of one row."""
-        return int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
 
 class CacheSlot:
     """Rows and maps of one node type; positions ``[0, static_rows)`` are the hot set.
@@ -46,7 +21,7 @@ class CacheSlot:
 
     def __init__(
         self,
-        specs: list[CachedAttr],
+        specs: list[AttrSchema],
         static_rows: int,
         dynamic_rows: int,
         policy: type[EvictionPolicy] | None,
@@ -70,7 +45,7 @@ class CacheSlot:
         """Bytes of one node's rows over every cached attr."""
         return sum(s.row_bytes for s in self.specs.values())
 
-    def spec(self, attr_name: str) -> CachedAttr:
+    def spec(self, attr_name: str) -> AttrSchema:
         """The cached attr ``attr_name``.
 
         Raises:

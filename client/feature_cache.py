@@ -32,7 +32,8 @@ from torch import Tensor
 
 from gnnstore.client.batch_buffers import BATCH_BUFFERS
 from gnnstore.client.cache_policy import EVICTION_POLICIES
-from gnnstore.client.cache_slot import CacheSlot, CachedAttr  # CachedAttr is imported from here too
+from gnnstore.client.cache_slot import CacheSlot
+from gnnstore.proto.attr_schema import AttrSchema
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
 from gnnstore.proto.row_copy import copy_rows, row_words
 
@@ -133,9 +134,9 @@ class FeatureCache:
                 f"capacity_bytes must be >= 0 and static_fraction in [0, 1]; "
                 f"got {capacity_bytes!r} and {static_fraction!r}"
             )
-        groups: dict[Any, list[CachedAttr]] = {}
+        groups: dict[Any, list[AttrSchema]] = {}
         for a in attrs:
-            spec = CachedAttr(a.group_name, a.attr_name, a.dtype, tuple(a.shape))
+            spec = AttrSchema(a.group_name, a.attr_name, a.dtype, tuple(a.shape))
             groups.setdefault(a.group_name, []).append(spec)
         self.capacity_bytes, self.policy, self.device = int(capacity_bytes), policy, torch.device(device)
         sizes = {g: max(s.shape[0] for s in specs) for g, specs in groups.items()}

@@ -8,7 +8,6 @@ its length and the ranking's version, so the server leaves those rows out.
 from __future__ import annotations
 
 import logging
-import math
 
 import torch
 from torch import Tensor
@@ -62,11 +61,7 @@ def warm_hot_set(fs: RemoteFeatureStore) -> dict[NodeType | None, HotPrefix]:
 
 def _rows(fs: RemoteFeatureStore, group: NodeType | None, names: list[str], ids: Tensor) -> list[Tensor]:
     """Rows of ``names`` for ``ids``, in as few MultiGets as the message limit allows."""
-    row_bytes = sum(
-        s.dtype.itemsize * math.prod(s.shape[1:])
-        for s in fs.schema()
-        if s.group_name == group and s.attr_name in names
-    )
+    row_bytes = sum(s.row_bytes for s in fs.schema() if s.group_name == group and s.attr_name in names)
     per_call = max(1, fs.connection.max_message_bytes // MESSAGE_SHARE // max(row_bytes, 1))
     parts = [
         fs.fetch_rows([TensorAttr(group, name, chunk) for name in names])

@@ -8,47 +8,29 @@ tensor, streamed in chunks).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
-from torch_geometric.typing import NodeType
 
 from gnnstore.client.channel import Connection, as_connection
 from gnnstore.client.feature_exchange import FeatureExchange
-from gnnstore.proto import common_pb2, feature_pb2
+from gnnstore.proto import feature_pb2
 from gnnstore.proto.codec import (
-    attr_key_from_proto,
     attr_key_to_proto,
-    dtype_from_name,
     ids_to_proto,
     node_type_to_proto,
     tensor_from_proto,
     tensor_to_proto,
 )
+from gnnstore.proto.attr_schema import AttrSchema
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
 
 logger = logging.getLogger(__name__)
 
 SERVICE = "FeatureService"
-
-
-@dataclass(frozen=True)
-class AttrSchema:
-    """One stored feature attribute: node type, name, dtype and full shape ``[N, *]``."""
-
-    group_name: NodeType | None
-    attr_name: str
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-
-    @classmethod
-    def from_proto(cls, message: common_pb2.TensorSchema) -> AttrSchema:
-        """Decode a wire ``TensorSchema`` (key, dtype name, shape)."""
-        return cls(*attr_key_from_proto(message.key), dtype_from_name(message.dtype), tuple(message.shape))
 
 
 class RemoteFeatureStore(FeatureStore):

@@ -3,14 +3,15 @@ from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.data_dir import Stores, open_stores
 from gnnstore.stores.id_map import IdMap
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
-from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore, TensorSchema
+from gnnstore.proto.attr_schema import AttrSchema
+from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 __all__ = [
     "BaseGraphStore",
     "IdMap",
     "KuzuGraphStore",
+    "AttrSchema",
     "RocksDBFeatureStore",
     "Stores",
-    "TensorSchema",
     "open_stores",
 ]

@@ -29,6 +29,7 @@ from rocksdict import SstFileWriter, WriteBatch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
+from gnnstore.proto.attr_schema import AttrSchema
 from gnnstore.proto.errors import (
     InvalidRequestError,
     NotFoundError,
@@ -58,16 +59,6 @@ _DTYPES: dict[str, torch.dtype] = {
     )
 }
 STORABLE_DTYPES = frozenset(_DTYPES.values())  # what a put accepts; ingest checks the same set
-
-
-@dataclass(frozen=True)
-class TensorSchema:
-    """Dtype and full shape ``[N, *]`` of one stored (group_name, attr_name)."""
-
-    group_name: GroupName
-    attr_name: str
-    dtype: torch.dtype
-    shape: tuple[int, ...]
 
 
 @dataclass
@@ -165,10 +156,10 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
         """An opaque token that changes on every put and remove and survives reopening."""
         return self._db[_VERSION].decode()
 
-    def tensor_schema(self) -> list[TensorSchema]:
+    def tensor_schema(self) -> list[AttrSchema]:
         """Dtype and shape of every stored (group_name, attr_name), read from metadata."""
         return [
-            TensorSchema(group, attr, meta.dtype, meta.shape)
+            AttrSchema(group, attr, meta.dtype, meta.shape)
             for (group, attr), meta in sorted(self._metas.items(), key=lambda kv: repr(kv[0]))
         ]
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from gnnstore.client.feature_cache import POLICY_NAMES, CachedAttr, FeatureCache
+from gnnstore.client.feature_cache import POLICY_NAMES, FeatureCache
+from gnnstore.proto.attr_schema import AttrSchema
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
 
 
@@ -24,7 +25,7 @@ class Source:
 
 def make_cache(x: torch.Tensor, rows: int, policy: str, **kwargs) -> FeatureCache:
     row_bytes = x[0].numel() * x.element_size()
-    spec = CachedAttr("paper", "x", x.dtype, tuple(x.shape))
+    spec = AttrSchema("paper", "x", x.dtype, tuple(x.shape))
     return FeatureCache(rows * row_bytes, [spec], policy=policy, **kwargs)
 
 
@@ -134,9 +135,9 @@ def test_epoch_windows_report_and_reset() -> None:
 
 def test_budget_is_shared_as_one_fraction_of_every_node_type() -> None:
     specs = [
-        CachedAttr("paper", "x", torch.float32, (1000, 16)),
-        CachedAttr("author", "x", torch.float64, (400, 4)),
-        CachedAttr("paper", "y", "int64", (1000,)),
+        AttrSchema("paper", "x", torch.float32, (1000, 16)),
+        AttrSchema("author", "x", torch.float64, (400, 4)),
+        AttrSchema("paper", "y", "int64", (1000,)),
     ]
     total = 1000 * 64 + 400 * 32 + 1000 * 8
     cache = FeatureCache(total // 4, specs, policy="lru")
@@ -158,7 +159,7 @@ def test_insert_refreshes_resident_rows_and_clear_empties() -> None:
 
 
 def test_a_node_is_cached_for_every_attr_of_its_type_or_none() -> None:
-    specs = [CachedAttr("paper", "x", torch.float32, (100, 2)), CachedAttr("paper", "y", torch.int64, (100,))]
+    specs = [AttrSchema("paper", "x", torch.float32, (100, 2)), AttrSchema("paper", "y", torch.int64, (100,))]
     x, y = torch.randn(100, 2), torch.arange(100)
     cache = FeatureCache(100 * 16, specs, policy="static+sieve", static_fraction=0.5)
     cache.warm("paper", torch.tensor([9, 3, 5]), {"x": x[[9, 3, 5]], "y": y[[9, 3, 5]]})
@@ -234,7 +235,7 @@ def test_cuda_resident_cache_returns_exact_rows_on_the_gpu(policy: str) -> None:
 
 def test_an_index_edited_in_place_between_reads_is_read_afresh() -> None:
     x = torch.randn(30, 2)
-    specs = [CachedAttr(None, "x", x.dtype, x.shape), CachedAttr(None, "z", x.dtype, x.shape)]
+    specs = [AttrSchema(None, "x", x.dtype, x.shape), AttrSchema(None, "z", x.dtype, x.shape)]
     cache = FeatureCache(10 * 8 * 2, specs)
     ids = torch.tensor([4, 1, 4])
     assert torch.equal(cache.read(None, "x", ids, lambda m: x[m]), x[ids])

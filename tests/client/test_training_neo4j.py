@@ -5,7 +5,6 @@ seeds the two runs see the same batches. A ``live`` server answers batches whose
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from gnnstore.proto.errors import PreconditionError
-from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore, TensorSchema
+from gnnstore.proto.attr_schema import AttrSchema
+from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 from feature_store_contract import FeatureStoreContract, sample_tensor
 
@@ -77,8 +78,8 @@ def test_tensor_schema_lists_dtype_and_shape(tmp_path: Path) -> None:
                          index=None)
         store.put_tensor(torch.zeros(9, dtype=torch.int64), group_name=None, attr_name="y", index=None)
         schema = {(s.group_name, s.attr_name): s for s in store.tensor_schema()}
-    assert schema == {("paper", "x"): TensorSchema("paper", "x", torch.float16, (4, 2)),
-                      (None, "y"): TensorSchema(None, "y", torch.int64, (9,))}
+    assert schema == {("paper", "x"): AttrSchema("paper", "x", torch.float16, (4, 2)),
+                      (None, "y"): AttrSchema(None, "y", torch.int64, (9,))}
 
 
 def test_read_only_refuses_writes_and_missing_dir(tmp_path: Path) -> None:

@@ -1,0 +1,29 @@
+"""AttrSchema: the one record of an attr's node type, name, dtype and shape, and its wire form."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnnstore.proto.attr_schema import AttrSchema
+from gnnstore.proto.errors import InvalidRequestError
+
+
+@pytest.mark.parametrize("group", [None, "paper"])
+def test_round_trips_through_the_wire(group: str | None) -> None:
+    schema = AttrSchema(group, "x", torch.bfloat16, (7, 3, 2))
+    assert AttrSchema.from_proto(schema.to_proto()) == schema
+    assert schema.row_bytes == 3 * 2 * 2
+
+
+def test_a_dtype_name_and_any_int_sequence_are_normalised() -> None:
+    schema = AttrSchema(None, "y", "int64", [torch.tensor(9)])
+    assert schema.dtype is torch.int64 and schema.shape == (9,) and schema.row_bytes == 8
+
+
+@pytest.mark.parametrize(("dtype", "shape", "match"), [
+    ("float128", (4,), "unknown tensor dtype 'float128'"),
+    (torch.float32, (), r"needs a torch dtype and a shape \[num_nodes, \*row\]"),
+])
+def test_junk_is_refused_by_name(dtype: object, shape: tuple[int, ...], match: str) -> None:
+    with pytest.raises(InvalidRequestError, match=match):
+        AttrSchema("paper", "x", dtype, shape)
