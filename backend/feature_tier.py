@@ -82,10 +82,14 @@ class TierArray:
     dtype: torch.dtype
     rows: np.ndarray
 
-    def gather(self, ids: Any, empty: Allocate | None = None) -> Tensor:
+    def gather(
+        self, ids: Any, empty: Allocate | None = None, placement: tuple[np.ndarray, int] | None = None
+    ) -> Tensor:
         """Rows of ``ids`` (global) in order, duplicates kept; range-checked once.
 
-        ``empty(shape, dtype=...)`` allocates the result (default: a new tensor).
+        ``empty(shape, dtype=...)`` allocates the result (default: a new tensor). With
+        ``placement = (at, length)`` the result has ``length`` rows and the row of ``ids[j]`` is
+        written at ``at[j]``; the other rows are left as allocated.
 
         Raises:
             InvalidRequestError: ids that are not integers, or out of ``0 .. N-1``.
@@ -98,8 +102,9 @@ class TierArray:
                 f"feature tier: ids for node type {self.group_name!r}, attr {self.attr_name!r} "
                 f"must be integers; got {ids.dtype}"
             )
+        at, length = placement if placement is not None else (np.arange(ids.size), ids.size)
         if not ids.size:
-            return torch.empty((0, *self.rows.shape[1:]), dtype=self.dtype)
+            return (empty or torch.empty)((length, *self.rows.shape[1:]), dtype=self.dtype)
         n, low, high = self.rows.shape[0], int(ids.min()), int(ids.max())
         if low < 0 or high >= n:
             bad = low if low < 0 else high
@@ -107,10 +112,10 @@ class TierArray:
                 f"feature tier: id {bad} is out of range for node type {self.group_name!r}, "
                 f"attr {self.attr_name!r} (valid ids: 0..{n - 1})"
             )
-        out = (empty or torch.empty)((ids.size, *self.rows.shape[1:]), dtype=self.dtype)
+        out = (empty or torch.empty)((length, *self.rows.shape[1:]), dtype=self.dtype)
         if out.numel():
             ids = ids.astype(np.int64, copy=False)
-            copy_rows(row_words(out), np.arange(ids.size), row_words(self.rows), ids)
+            copy_rows(row_words(out), at, row_words(self.rows), ids)
         return out
 
 

@@ -168,16 +168,14 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 refused = str(exc)
         reply = output_to_proto(out, segment)
         rows_wanted = feature_request_from_proto(request.features)
-        if rows_wanted.attrs:
-            rows = self._runner.gather_rows(
-                out, rows_wanted, None if segment is None else segment.empty
-            )
-            reply.features.extend(node_rows_to_proto(r, segment) for r in rows)
+        rows = self._runner.gather_rows(out, rows_wanted, segment) if rows_wanted.attrs else []
+        reply.features.extend(node_rows_to_proto(r, segment) for r in rows)
         if segment is not None:
             reply.reply_segment.CopyFrom(segment.use())
             if self._metrics is not None:
                 method_name = f"{SERVICE_PREFIX}GraphService/{method}"
-                self._metrics.record_shared(method_name, segment.placed_bytes)
+                # rows the client's cache fills were reserved in the segment, never written
+                self._metrics.record_shared(method_name, segment.placed_bytes - sum(r.bytes_unwritten for r in rows))
         elif refused:
             reply.reply_segment.refused = refused
         return reply

@@ -27,11 +27,11 @@ from torch_geometric.sampler import (
 from torch_geometric.typing import NodeType
 
 from gnnstore.backend.degree_ranking import DegreeRanking
-from gnnstore.backend.feature_tier import Allocate
 from gnnstore.backend.served_data import SamplerFactory
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.proto.codec import describe
 from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.proto.reply_segment import ALIGNMENT, ReplyWriter
 from gnnstore.proto.sample_codec import NodeRows, NumNeighbors, RowRequest, distinct_in_order
 
 logger = logging.getLogger(__name__)
@@ -135,30 +135,57 @@ class SamplingRunner:
         self,
         out: SamplerOutput | HeteroSamplerOutput,
         request: RowRequest,
-        empty: Allocate | None = None,
+        segment: ReplyWriter | None = None,
     ) -> list[NodeRows]:
-        """Rows of ``request.attrs`` for the sampled nodes the client lacks, each distinct id once.
+        """Rows of ``request.attrs`` for the sampled nodes the client lacks.
 
-        Attributes of a node type with no sampled nodes in ``out`` are skipped, as PyG's loader
-        skips them. Every row comes from one ``gather`` call; ``empty`` allocates the rows.
+        Each distinct id once; or, when the request asks for aligned rows and they all fit in
+        ``segment``, each at its position in the node list, so the client's cache fills the
+        other rows around them and the arrays become the batch's own. Attributes of a node type
+        with no sampled nodes in ``out`` are skipped, as PyG's loader skips them. Every row
+        comes from one ``gather`` call, into ``segment`` when given.
         """
         nodes = out.node if isinstance(out, HeteroSamplerOutput) else {None: out.node}
         wanted: dict[NodeType | None, list[str]] = {}
         for group, name in request.attrs:
             if group in nodes:
                 wanted.setdefault(group, []).append(name)
-        ids = {group: self._lacking(group, nodes[group], request) for group in wanted}
+        lacking = {group: self._lacking(group, nodes[group].numpy(), request) for group in wanted}
+        empty = None if segment is None else segment.empty
+        positions: dict[NodeType | None, np.ndarray] = {}
+        if request.aligned and segment is not None and self._fits_aligned(wanted, nodes, segment):
+            positions = {g: np.flatnonzero(keep) for g, keep in lacking.items()}
+            ids = {g: nodes[g][torch.from_numpy(at)] for g, at in positions.items()}
+        else:
+            ids = {g: torch.from_numpy(distinct_in_order(nodes[g].numpy()[keep])) for g, keep in lacking.items()}
         queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
-        tensors = iter(self._features.gather(queries, empty) if queries else [])
+        placements = None
+        if positions:
+            placements = [(positions[g], nodes[g].numel()) for g, names in wanted.items() for _ in names]
+        tensors = iter(self._features.gather(queries, empty, placements) if queries else [])
         return [
-            NodeRows(g, ids[g], {name: next(tensors) for name in names})
+            NodeRows(
+                g, ids[g], {name: next(tensors) for name in names},
+                torch.from_numpy(positions[g]) if positions else None,
+            )
             for g, names in wanted.items()
         ]
 
-    def _lacking(self, group: NodeType | None, sampled: Tensor, request: RowRequest) -> Tensor:
-        """The distinct ids of ``sampled``, in order of first appearance, that are neither in the
-        client's hot prefix nor known (the ids the client's cache will ask for, in its order)."""
-        ids = sampled.numpy()
+    def _fits_aligned(
+        self, wanted: dict[NodeType | None, list[str]], nodes: dict[NodeType | None, Tensor], segment: ReplyWriter
+    ) -> bool:
+        """Whether a row per node list entry of every wanted attr, with ids and positions, fits."""
+        row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._features.tensor_schema()}
+        need = sum(
+            nodes[g].numel() * row_bytes.get((g, name), 0) + ALIGNMENT
+            for g, names in wanted.items() for name in names
+        )
+        need += sum(2 * (nodes[g].numel() * 8 + ALIGNMENT) for g in wanted)
+        return need <= segment.free_bytes()
+
+    def _lacking(self, group: NodeType | None, ids: np.ndarray, request: RowRequest) -> np.ndarray:
+        """Which entries of the node list ``ids`` the client lacks (a mask): those neither in
+        its hot prefix nor known."""
         keep = np.ones(ids.shape[0], dtype=bool)
         prefix = request.hot.get(group)
         if prefix is not None and prefix.count:
@@ -169,7 +196,7 @@ class SamplingRunner:
         known = request.known.get(group)
         if known is not None and known.numel():
             keep &= ~np.isin(ids, known.numpy(), kind="table")  # a bitmap over the id range
-        return torch.from_numpy(distinct_in_order(ids[keep]))
+        return keep
 
     def _check(self, num_seeds: int, what: str, num_neighbors: NumNeighbors) -> None:
         limits = self._limits

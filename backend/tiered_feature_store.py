@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
+import torch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
@@ -51,19 +53,32 @@ class TieredFeatureStore(FeatureStore):
     def _multi_get_tensor(self, attrs: list[TensorAttr]) -> list[Tensor]:
         return self.gather(attrs)
 
-    def gather(self, attrs: list[TensorAttr], empty: Allocate | None = None) -> list[Tensor]:
-        """``multi_get_tensor`` of fully specified attrs; ``empty`` allocates the tier's results
-        (e.g. straight in a reply segment)."""
+    def gather(
+        self,
+        attrs: list[TensorAttr],
+        empty: Allocate | None = None,
+        placements: list[tuple[np.ndarray, int]] | None = None,
+    ) -> list[Tensor]:
+        """``multi_get_tensor`` of fully specified attrs with 1-D indices; ``empty`` allocates
+        the results (e.g. straight in a reply segment).
+
+        ``placements[i] = (at, length)`` makes result ``i`` a ``length``-row tensor with the row
+        of ``attrs[i].index[j]`` at ``at[j]`` (see ``TierArray.gather``).
+        """
         snapshot = self._live()
         if snapshot is None:
             logger.debug("feature tier behind the store; reading %d attrs from RocksDB", len(attrs))
-            return self.store.multi_get_tensor(attrs)
+            rows = self.store.multi_get_tensor(attrs)
+            return rows if placements is None else [_placed(r, p, empty) for r, p in zip(rows, placements)]
         out = []
-        for attr in attrs:
+        for i, attr in enumerate(attrs):
             array = snapshot.array(attr.group_name, attr.attr_name)
             ids = resolve_index(attr.index, array.rows.shape[0], attr.group_name, attr.attr_name)
-            rows = array.gather(ids.reshape(-1), empty)
-            out.append(rows.reshape(*ids.shape, *rows.shape[1:]))
+            if placements is None:
+                rows = array.gather(ids.reshape(-1), empty)
+                out.append(rows.reshape(*ids.shape, *rows.shape[1:]))
+            else:
+                out.append(array.gather(ids, empty, placements[i]))
         return out
 
     def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
@@ -78,3 +93,11 @@ class TieredFeatureStore(FeatureStore):
 
     def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
         return self.store.get_tensor_size(attr)
+
+
+def _placed(rows: Tensor, placement: tuple[np.ndarray, int], empty: Allocate | None) -> Tensor:
+    """``rows`` written at ``placement[0]`` of a ``placement[1]``-row tensor."""
+    at, length = placement
+    out = (empty or torch.empty)((length, *rows.shape[1:]), dtype=rows.dtype)
+    out[torch.from_numpy(at)] = rows
+    return out

@@ -195,24 +195,39 @@ class FeatureCache:
         )
 
     def read_group(
-        self, group_name: Any, attr_names: Sequence[str], ids: Tensor, fetch_missing: FetchMissing
+        self,
+        group_name: Any,
+        attr_names: Sequence[str],
+        ids: Tensor,
+        fetch_missing: FetchMissing,
+        *,
+        into: Sequence[Tensor] | None = None,
+        written: np.ndarray | None = None,
     ) -> list[Tensor]:
         """Rows of ``ids`` (global) for each of ``attr_names``, in request order, duplicates kept.
 
         ``fetch_missing`` is called at most once, with the distinct missing ids (int64, CPU, in
         order of first appearance in ``ids``), and must return their rows for each of
         ``attr_names``, in that order.
-        Fetched rows are admitted to the dynamic tier when ``attr_names`` covers every cached
+        ``into`` (one CPU tensor per attr with a row per id, on a CPU cache) receives the rows
+        instead of new tensors; ``written`` (a mask over ``ids``) says which of its rows already
+        hold theirs, e.g. aligned rows from the server. Missing ids written there are not fetched.
+        Missing rows are admitted to the dynamic tier when ``attr_names`` covers every cached
         attr of the node type.
 
         Raises:
-            InvalidRequestError: negative ids, or fetched rows of the wrong dtype or shape.
+            InvalidRequestError: negative ids, fetched rows of the wrong dtype or shape, or an
+                ``into`` that does not match.
             NotFoundError: the node type or an attr is not cached.
         """
         slot = self._slot(group_name)
         specs = [slot.spec(name) for name in attr_names]
         ids = slot.check_ids(ids)
-        outs = [self._empty((ids.shape[0], *s.shape[1:]), s.dtype) for s in specs]
+        if into is None:
+            outs = [self._empty((ids.shape[0], *s.shape[1:]), s.dtype) for s in specs]
+        else:
+            outs = list(into)
+            self._check_into(specs, ids.shape[0], outs)
         with self._lock:  # hits are copied before another thread can evict them
             where, missing = self._locate(slot, ids)
             hit_at = np.flatnonzero(where >= 0)
@@ -220,16 +235,22 @@ class FeatureCache:
                 self._move_rows(out, hit_at, slot.storage[name], where[hit_at])
         if not missing.size:
             return outs
-        fetched = fetch_missing(torch.from_numpy(missing))
-        rows = {
-            name: slot.check_rows(name, missing, r).to(self.device) for name, r in zip(attr_names, fetched)
-        }
         miss_at = np.flatnonzero(where < 0)
-        for name, out in zip(attr_names, outs):
-            self._move_rows(out, miss_at, rows[name], -1 - where[miss_at])
-        if rows.keys() == slot.storage.keys():
+        todo = miss_at if written is None else miss_at[~written[miss_at]]  # still without their row
+        if todo.size:
+            needed = np.zeros(missing.shape[0], dtype=bool)
+            needed[-1 - where[todo]] = True
+            wanted = missing[needed]  # distinct, in order of first appearance
+            fetched = fetch_missing(torch.from_numpy(wanted))
+            fetched_row = np.cumsum(needed) - 1
+            for name, out, r in zip(attr_names, outs, fetched):
+                r = slot.check_rows(name, wanted, r).to(self.device)
+                self._move_rows(out, todo, r, fetched_row[-1 - where[todo]])
+        if set(attr_names) == slot.storage.keys():
+            row_at = np.empty(missing.shape[0], dtype=np.int64)  # a position of each missing id
+            row_at[-1 - where[miss_at]] = miss_at
             with self._lock:
-                self._store(slot, missing, rows)
+                self._store(slot, missing, dict(zip(attr_names, outs)), row_at)
         return outs
 
     def read(
@@ -355,15 +376,21 @@ class FeatureCache:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def _store(self, slot: CacheSlot, uniq: np.ndarray, rows: dict[str, Tensor]) -> int:
-        """Write rows of distinct ids (every attr, on the device, aligned); hold the lock."""
+    def _store(
+        self, slot: CacheSlot, uniq: np.ndarray, rows: dict[str, Tensor], row_of: np.ndarray | None = None
+    ) -> int:
+        """Write rows of distinct ids (every attr, on the device); hold the lock.
+
+        The row of ``uniq[i]`` is ``rows[name][row_of[i]]`` (default: ``i``).
+        """
         if not uniq.size:
             return 0
+        row_of = np.arange(uniq.shape[0]) if row_of is None else row_of
         slot.ensure(int(uniq.max()))
         pos = slot.id2pos[uniq]
         at = np.flatnonzero(pos >= 0)
         for name, r in rows.items():  # resident (another thread stored it): refresh in place
-            self._move_rows(slot.storage[name], pos[at], r, at)
+            self._move_rows(slot.storage[name], pos[at], r, row_of[at])
         if slot.policy is None:
             return int(at.size)
         at_new = np.flatnonzero(pos < 0)[: slot.policy.capacity]
@@ -371,7 +398,7 @@ class FeatureCache:
         slot.policy.admit(new, slot.id2pos, slot.pos2id)
         kept = slot.id2pos[new] >= 0  # in a full tier a late id may evict an early one
         for name, r in rows.items():
-            self._move_rows(slot.storage[name], slot.id2pos[new[kept]], r, at_new[kept])
+            self._move_rows(slot.storage[name], slot.id2pos[new[kept]], r, row_of[at_new[kept]])
         return int(at.size + kept.sum())
 
     def _locate(self, slot: CacheSlot, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -389,6 +416,16 @@ class FeatureCache:
             if dynamic.size:
                 slot.policy.touch(dynamic)
         return where, missing
+
+    def _check_into(self, specs: list[AttrSchema], num_ids: int, outs: list[Tensor]) -> None:
+        for spec, out in zip(specs, outs, strict=True):
+            shape = (num_ids, *spec.shape[1:])
+            if out.dtype != spec.dtype or tuple(out.shape) != shape or out.device != self.device:
+                raise InvalidRequestError(
+                    f"rows of node type {spec.group_name!r}, attr {spec.attr_name!r} cannot go into a "
+                    f"{out.dtype} tensor of shape {list(out.shape)} on {out.device}; "
+                    f"need {spec.dtype}, {list(shape)} on {self.device}"
+                )
 
     def _slot(self, group_name: Any) -> CacheSlot:
         slot = self._slots.get(group_name)

@@ -15,8 +15,13 @@ request tells the server to leave those rows out, so only misses travel. A stati
 warmed from the server's hot ranking (``hot``, filled by ``client.hot_set.warm_hot_set``) is
 named by its length instead of its ids: a few bytes per request rather than 4 per cached node.
 
+Rows that came through a shared-memory reply segment are *aligned* (the sampler asks for
+that whenever it offers a segment): each sits at its node's position in a tensor with a row
+per sampled node, and the cache writes its hits into the rows around them, so those tensors
+become the batch's own and no delivered row is copied on the trainer.
+
 ``delivered_rows``/``delivered_bytes`` count the rows that rode with samples (one per attr and
-distinct id), ``fetched_rows``/``fetched_bytes`` those a separate MultiGet had to read; both
+id sent), ``fetched_rows``/``fetched_bytes`` those a separate MultiGet had to read; both
 are per process.
 """
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import TensorAttr
@@ -53,9 +59,13 @@ class RowCache(Protocol):
         attr_names: Sequence[str],
         ids: Tensor,
         fetch_missing: Callable[[Tensor], list[Tensor]],
+        *,
+        into: Sequence[Tensor] | None = None,
+        written: np.ndarray | None = None,
     ) -> list[Tensor]:
         """Rows of ``ids`` (global) per attr; ``fetch_missing`` gets the distinct missing ids in
-        order of first appearance and returns their rows per attr."""
+        order of first appearance and returns their rows per attr. ``into``: tensors to fill
+        (a row per id), of which the rows ``written`` (a mask) already hold theirs."""
 
 
 class _Delivery:
@@ -127,11 +137,12 @@ class FeatureExchange:
     def deliver(self, out: SamplerOutput | HeteroSamplerOutput, rows: list[NodeRows]) -> None:
         """Keep the rows a sample brought until the loader asks for them."""
         nodes = out.node if isinstance(out, HeteroSamplerOutput) else {None: out.node}
-        tensors = [t for r in rows for t in r.rows.values()]
         with self._lock:
             self._pending.append(_Delivery(nodes, rows))
-            self.delivered_rows += sum(t.shape[0] for t in tensors)
-            self.delivered_bytes += sum(t.numel() * t.element_size() for t in tensors)
+            self.delivered_rows += sum(r.ids.numel() * len(r.rows) for r in rows)  # aligned: rows written
+            self.delivered_bytes += sum(
+                sum(t.numel() * t.element_size() for t in r.rows.values()) - r.bytes_unwritten for r in rows
+            )
 
     def take(self, attrs: list[TensorAttr], fetch: FetchRows) -> list[Tensor]:
         """Rows for ``attrs`` (index = global ids): from a delivery when one matches, else ``fetch``.
@@ -181,15 +192,47 @@ class FeatureExchange:
             order = torch.argsort(delivered.ids)
             ordered = delivered.ids[order]
             pos = torch.searchsorted(ordered, ids).clamp_(max=max(ordered.numel() - 1, 0))
-            if ordered.numel() > 0 and bool((ordered[pos] == ids).all()):
+            sent = ordered[pos] == ids if ordered.numel() else torch.zeros_like(ids, dtype=torch.bool)
+            if bool(sent.all()):
                 return [r.index_select(0, order[pos]) for r in rows]
-            logger.debug("rows of %d ids were not delivered; fetching them", ids.numel())
+            # e.g. a cached row named in the request was evicted before its batch was read
+            logger.debug("rows of %d of %d ids were not delivered; fetching them", int((~sent).sum()), ids.numel())
+            out = [torch.empty((ids.numel(), *r.shape[1:]), dtype=r.dtype) for r in rows]
+            for o, r, fetched in zip(out, rows, fetch_missing(ids[~sent])):
+                o[sent] = r.index_select(0, order[pos[sent]])
+                o[~sent] = fetched
+            return out
+
+        def fetch_missing(ids: Tensor) -> list[Tensor]:
             return fetch([TensorAttr(group, name, ids) for name in names])
 
         index = index.long()
+        written = None if delivered.positions is None else self._aligned_rows_written(index, delivered, names)
+        if written is not None and (self.cache is not None or written.all()):
+            into = [delivered.rows[name] for name in names]
+            if self.cache is None:
+                return into  # every row was sent, each at its place: the batch's own arrays
+            return self.cache.read_group(group, names, index, fetch_missing, into=into, written=written)
+        delivered = delivered.compacted()
         if self.cache is None:
             return from_delivery(index)
         return self.cache.read_group(group, names, index, from_delivery)
+
+    def _aligned_rows_written(self, index: Tensor, delivered: NodeRows, names: list[str]) -> np.ndarray | None:
+        """Which rows of aligned ``delivered`` hold theirs (a mask over ``index``), or ``None``
+        when they cannot be filled in place: another length or ids than ``index``, or a cache
+        off the CPU."""
+        device = getattr(self.cache, "device", None)
+        positions = delivered.positions
+        if (
+            any(len(delivered.rows[name]) != index.numel() for name in names)
+            or (device is not None and device.type != "cpu")
+            or not torch.equal(index[positions], delivered.ids)
+        ):
+            return None
+        written = np.zeros(index.numel(), dtype=bool)
+        written[positions.numpy()] = True
+        return written
 
     def _read(self, attrs: list[TensorAttr], fetch: FetchRows) -> list[Tensor]:
         """No delivery matches: the cache answers what it can, the server the rest."""

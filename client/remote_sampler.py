@@ -187,6 +187,8 @@ class RemoteNeighborSampler(BaseSampler):
         segment = None if segments is None else segments.acquire()
         if segment is not None:
             request.reply_segment.CopyFrom(segment.message)
+            if request.HasField("features") and self.feature_store.exchange.cache is not None:
+                request.features.aligned = True  # misses land where the batch needs them, hits go around
         try:
             reply = self.connection.call("GraphService", method, request, timeout=self.timeout)
         except BaseException:

@@ -84,14 +84,16 @@ class HotPrefix(_message.Message):
     def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., count: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
 
 class FeatureRequest(_message.Message):
-    __slots__ = ("attrs", "known", "hot")
+    __slots__ = ("attrs", "known", "hot", "aligned")
     ATTRS_FIELD_NUMBER: _ClassVar[int]
     KNOWN_FIELD_NUMBER: _ClassVar[int]
     HOT_FIELD_NUMBER: _ClassVar[int]
+    ALIGNED_FIELD_NUMBER: _ClassVar[int]
     attrs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TensorAttrKey]
     known: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
     hot: _containers.RepeatedCompositeFieldContainer[HotPrefix]
-    def __init__(self, attrs: _Optional[_Iterable[_Union[_common_pb2.TensorAttrKey, _Mapping]]] = ..., known: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., hot: _Optional[_Iterable[_Union[HotPrefix, _Mapping]]] = ...) -> None: ...
+    aligned: bool
+    def __init__(self, attrs: _Optional[_Iterable[_Union[_common_pb2.TensorAttrKey, _Mapping]]] = ..., known: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., hot: _Optional[_Iterable[_Union[HotPrefix, _Mapping]]] = ..., aligned: _Optional[bool] = ...) -> None: ...
 
 class HotNodesRequest(_message.Message):
     __slots__ = ("node_type", "k")
@@ -192,16 +194,18 @@ class SampledEdges(_message.Message):
     def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., edge: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
 
 class NodeRows(_message.Message):
-    __slots__ = ("node_type", "ids", "attr_names", "rows")
+    __slots__ = ("node_type", "ids", "attr_names", "rows", "positions")
     NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     ATTR_NAMES_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
     node_type: _common_pb2.NodeType
     ids: _common_pb2.Tensor
     attr_names: _containers.RepeatedScalarFieldContainer[str]
     rows: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tensor]
-    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., attr_names: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[_common_pb2.Tensor, _Mapping]]] = ...) -> None: ...
+    positions: _common_pb2.Tensor
+    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., attr_names: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[_common_pb2.Tensor, _Mapping]]] = ..., positions: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
 
 class SampleResponse(_message.Message):
     __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment")

@@ -128,6 +128,10 @@ class ReplyWriter:
         _, target = self.reserve(nbytes)
         return torch.from_numpy(target).view(dtype).reshape(shape)
 
+    def free_bytes(self) -> int:
+        """Bytes still free past the last array placed (the next one starts 64-byte aligned)."""
+        return max(0, self._view.size - aligned(self._end))
+
     def place(self, raw: np.ndarray) -> int | None:
         """The offset of ``raw`` (contiguous bytes) in the segment, copying it there unless
         ``empty`` made it there; None when it does not fit."""

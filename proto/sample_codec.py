@@ -308,11 +308,28 @@ class NodeRows:
         node_type: the node type (``None`` for a homogeneous graph).
         ids: global ids, distinct, in order of first appearance in the sample's node list.
         rows: attr name → rows, row ``i`` belonging to ``ids[i]``.
+        positions: ``None``, or the rows are *aligned*: ``ids[i]`` is node list entry
+            ``positions[i]`` (ids repeat where the node list does), each tensor holds a row per
+            node list entry, and only the rows at ``positions`` were written.
     """
 
     node_type: NodeType | None
     ids: Tensor
     rows: dict[str, Tensor]
+    positions: Tensor | None = None
+
+    @property
+    def bytes_unwritten(self) -> int:
+        """Bytes of aligned rows left for the client to fill (0 for rows one per id)."""
+        if self.positions is None:
+            return 0
+        return sum((len(t) - self.ids.numel()) * t[0].numel() * t.element_size() for t in self.rows.values() if len(t))
+
+    def compacted(self) -> NodeRows:
+        """The same rows, one per id (aligned rows gathered out of their positions)."""
+        if self.positions is None:
+            return self
+        return NodeRows(self.node_type, self.ids, {n: r[self.positions] for n, r in self.rows.items()})
 
 
 @dataclass(frozen=True)
@@ -331,11 +348,13 @@ class RowRequest:
         attrs: (node type, attr) pairs whose rows come back for the sampled nodes.
         known: node type → global ids the client holds for every requested attr.
         hot: node type → the prefix of the server's hot ranking the client holds.
+        aligned: rows at their node list positions, if they fit in the reply segment.
     """
 
     attrs: list[tuple[NodeType | None, str]]
     known: dict[NodeType | None, Tensor]
     hot: dict[NodeType | None, HotPrefix]
+    aligned: bool = False
 
 
 def feature_request_to_proto(
@@ -375,17 +394,21 @@ def feature_request_from_proto(request: graph_pb2.FeatureRequest) -> RowRequest:
             for k in request.known
         },
         hot=hot,
+        aligned=request.aligned,
     )
 
 
 def node_rows_to_proto(rows: NodeRows, segment: ReplyWriter | None = None) -> graph_pb2.NodeRows:
     """Encode the rows of one node type (in ``segment`` when given)."""
-    return graph_pb2.NodeRows(
+    message = graph_pb2.NodeRows(
         node_type=node_type_to_proto(rows.node_type),
         ids=ids_to_proto(rows.ids, segment),
         attr_names=list(rows.rows),
         rows=[tensor_to_proto(t, segment) for t in rows.rows.values()],
     )
+    if rows.positions is not None:
+        message.positions.CopyFrom(ids_to_proto(rows.positions, segment))
+    return message
 
 
 def node_rows_from_proto(message: graph_pb2.NodeRows, shared: memoryview | None = None) -> NodeRows:
@@ -393,11 +416,17 @@ def node_rows_from_proto(message: graph_pb2.NodeRows, shared: memoryview | None 
     rows there decode as views of it).
 
     Raises:
-        InvalidRequestError: names and tensors do not pair up, or row counts differ from ids.
+        InvalidRequestError: names and tensors do not pair up, row counts differ from ids (from
+            the node list for aligned rows), or positions outside it.
     """
     node_type = node_type_from_proto(message.node_type)
     where = f"feature rows of {describe(node_type)}"
     ids = ids_from_proto(message.ids, f"{where}: ids", shared)
+    positions = None
+    if message.HasField("positions"):
+        positions = ids_from_proto(message.positions, f"{where}: positions", shared)
+        if positions.numel() != ids.numel():
+            raise InvalidRequestError(f"{where}: {positions.numel()} positions for {ids.numel()} ids")
     if len(message.attr_names) != len(message.rows):
         raise InvalidRequestError(
             f"{where}: {len(message.attr_names)} attr names for {len(message.rows)} row tensors"
@@ -407,8 +436,16 @@ def node_rows_from_proto(message: graph_pb2.NodeRows, shared: memoryview | None 
         for name, t in zip(message.attr_names, message.rows)
     }
     for name, tensor in rows.items():
-        if tensor.dim() == 0 or tensor.size(0) != ids.numel():
+        if positions is not None:
+            if tensor.dim() == 0 or positions.numel() and not (
+                0 <= int(positions.min()) and int(positions.max()) < tensor.size(0)
+            ):
+                raise InvalidRequestError(
+                    f"{where}: aligned attr {name!r} of shape {list(tensor.shape)} has no row at "
+                    f"some of its {positions.numel()} positions"
+                )
+        elif tensor.dim() == 0 or tensor.size(0) != ids.numel():
             raise InvalidRequestError(
                 f"{where}: attr {name!r} has {list(tensor.shape)} rows for {ids.numel()} ids"
             )
-    return NodeRows(node_type, ids, rows)
+    return NodeRows(node_type, ids, rows, positions)

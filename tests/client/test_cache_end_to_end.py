@@ -54,10 +54,13 @@ def loader(fs: RemoteFeatureStore, gs: object, seeds: Tensor, **kwargs: object) 
 
 @pytest.mark.parametrize("policy", POLICY_NAMES)
 @pytest.mark.parametrize("rows", [6, 120], ids=["smaller-than-a-batch", "30-percent"])
+@pytest.mark.parametrize("shared_memory", [True, False], ids=["aligned-in-segment", "socket"])
 def test_batches_are_exact_and_only_misses_travel(
-    homo_server: ServerProcess, homo_graph: Data, policy: str, rows: int
+    homo_server: ServerProcess, homo_graph: Data, policy: str, rows: int, shared_memory: bool
 ) -> None:
-    fs, gs = connect(homo_server.address, cache_bytes=rows * ROW_BYTES, cache_policy=policy)
+    fs, gs = connect(
+        homo_server.address, cache_bytes=rows * ROW_BYTES, cache_policy=policy, shared_memory=shared_memory
+    )
     cache = fs.cache
     distinct = 0
     samples, multi_gets = requests(homo_server.address, SAMPLE), requests(homo_server.address, MULTI_GET)
@@ -80,6 +83,22 @@ def test_batches_are_exact_and_only_misses_travel(
         assert total.dynamic_hits == 0 and total.static_hits > 0
     if policy in ("lru", "sieve"):
         assert total.static_hits == 0 and total.dynamic_hits > 0
+
+
+@pytest.mark.parametrize("shared_memory", [True, False], ids=["aligned-in-segment", "socket"])
+def test_disjoint_batches_repeat_nodes_and_stay_exact(
+    homo_server: ServerProcess, homo_graph: Data, shared_memory: bool
+) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=60 * ROW_BYTES, cache_policy="static+sieve",
+                     shared_memory=shared_memory)
+    sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs, disjoint=True)
+    batches = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(0, 400, 2), batch_size=40)
+    repeated = 0
+    for batch in Prefetcher(batches, depth=2):
+        for attr in ("x", "y", "train_mask"):
+            assert torch.equal(batch[attr], homo_graph[attr][batch.n_id]), attr
+        repeated += batch.n_id.numel() - torch.unique(batch.n_id).numel()
+    assert repeated > 0 and fs.cache.total().hits > 0  # the node lists did repeat nodes
 
 
 def test_the_hot_set_is_the_top_out_degree_nodes_and_saves_bytes(

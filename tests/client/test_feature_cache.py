@@ -53,6 +53,29 @@ def test_rows_are_bit_identical_on_random_streams(policy: str, dtype: torch.dtyp
 
 
 @pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_rows_already_in_place_are_kept_and_only_the_rest_fetched(policy: str) -> None:
+    x = torch.arange(300, dtype=torch.float32).view(-1, 1) * 10
+    src, cache = Source(x), make_cache(x, 60, policy)
+    cache.warm("paper", torch.arange(40), {"x": x[:40]})
+    ids = torch.tensor([5, 250, 7, 120, 250, 121, 5, 200])  # hits 5 and 7; 250 twice
+    into = torch.full((ids.numel(), 1), -1.0)
+    written = np.array([False, True, False, True, True, False, False, False])  # as a server would
+    into[written] = x[ids[written]]
+    (out,) = cache.read_group("paper", ["x"], ids, lambda missing: [src(missing)], into=[into], written=written)
+    assert out is into and torch.equal(out, x[ids])
+    assert [c.tolist() for c in src.calls] == [[121, 200]]  # not the rows already written
+    if cache.policy != "static":  # every miss was admitted, written in place or fetched
+        assert torch.equal(cache.lookup("paper", "x", torch.tensor([250, 120, 121, 200]))[1], torch.ones(4, dtype=torch.bool))
+
+
+def test_a_target_that_does_not_fit_is_refused_by_name() -> None:
+    x = torch.zeros(10, 3)
+    cache = make_cache(x, 5, "lru")
+    with pytest.raises(InvalidRequestError, match="attr 'x' cannot go into a torch.float64 tensor of shape"):
+        cache.read_group("paper", ["x"], torch.arange(4), lambda m: [x[m]], into=[torch.zeros(4, 3, dtype=torch.float64)])
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
 def test_fetch_gets_only_the_misses_and_residents_stay_within_capacity(policy: str) -> None:
     x = torch.arange(200, dtype=torch.float32).view(-1, 1)
     src, cache = Source(x), make_cache(x, 50, policy)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, TensorAttr
@@ -29,14 +30,19 @@ class WarmRows:
         return torch.arange(self.known)
 
     def read_group(self, group_name: object, attr_names: list[str], ids: Tensor,
-                   fetch_missing: Callable[[Tensor], list[Tensor]]) -> list[Tensor]:
-        out = [self.rows[name][ids].clone() for name in attr_names]
-        missing = torch.unique(ids[ids >= self.known])
+                   fetch_missing: Callable[[Tensor], list[Tensor]], *,
+                   into: list[Tensor] | None = None, written: np.ndarray | None = None) -> list[Tensor]:
+        out = list(into) if into is not None else [self.rows[name][ids].clone() for name in attr_names]
+        held = ids < self.known
+        for o, name in zip(out, attr_names):
+            o[held] = self.rows[name][ids[held]]
+        lacking = ~held if written is None else ~held & ~torch.from_numpy(written)
+        missing = torch.unique(ids[lacking])
         if missing.numel():
             self.fetched.append(missing)
-            at = torch.searchsorted(missing, ids[ids >= self.known])
+            at = torch.searchsorted(missing, ids[lacking])
             for o, rows in zip(out, fetch_missing(missing)):
-                o[ids >= self.known] = rows[at]
+                o[lacking] = rows[at]
         return out
 
 
@@ -69,7 +75,7 @@ def test_only_missing_rows_travel_when_the_cache_names_its_ids(homo_server: Serv
         assert torch.equal(batch.x, homo_graph.x[batch.n_id])
     sent = torch.cat(delivered)
     assert sent.numel() > 0 and int(sent.min()) >= 200  # no row the cache holds was sent
-    assert all(int(m.min()) >= 200 for m in cache.fetched)
+    assert not cache.fetched  # aligned rows in the reply segment: every miss was written in place
 
 
 def test_an_unmatched_request_falls_back_to_one_multiget(homo_server: ServerProcess, homo_graph: Data) -> None:
@@ -97,3 +103,33 @@ def test_delivered_rows_answer_once_and_never_cross_a_pickle() -> None:
     exchange.take([TensorAttr(None, "x", n_id)], fetch)  # taken once: now a fetch
     clone.take([TensorAttr(None, "x", n_id)], fetch)  # the pickle carried no pending rows
     assert len(fetched) == 2
+
+
+def test_rows_the_server_left_out_are_fetched_alone() -> None:
+    exchange = FeatureExchange()
+    n_id = torch.tensor([4, 2, 7])
+    exchange.deliver(SamplerOutput(node=n_id, row=n_id[:0], col=n_id[:0], edge=None),
+                     [NodeRows(None, torch.tensor([2, 4]), {"x": torch.tensor([[20.0], [40.0]])})])
+    asked: list[Tensor] = []
+
+    def fetch(attrs: list[TensorAttr]) -> list[Tensor]:
+        asked.extend(a.index for a in attrs)
+        return [a.index.float().view(-1, 1) * 10 for a in attrs]
+
+    (x,) = exchange.take([TensorAttr(None, "x", n_id)], fetch)
+    assert torch.equal(x, torch.tensor([[40.0], [20.0], [70.0]]))
+    assert [a.tolist() for a in asked] == [[7]]  # only the row that was not delivered
+
+
+def test_aligned_rows_with_other_ids_than_the_batch_are_not_trusted() -> None:
+    exchange = FeatureExchange()
+    n_id = torch.tensor([4, 2, 7])
+    rows = torch.tensor([[40.0], [99.0], [55.0]])  # aligned: rows at positions 0 and 2 written
+    claimed = NodeRows(None, torch.tensor([4, 9]), {"x": rows}, positions=torch.tensor([0, 2]))  # 9 is not n_id[2]
+    exchange.deliver(SamplerOutput(node=n_id, row=n_id[:0], col=n_id[:0], edge=None), [claimed])
+
+    def fetch(attrs: list[TensorAttr]) -> list[Tensor]:
+        return [a.index.float().view(-1, 1) * 10 for a in attrs]
+
+    (x,) = exchange.take([TensorAttr(None, "x", n_id)], fetch)
+    assert torch.equal(x, torch.tensor([[40.0], [20.0], [70.0]]))
