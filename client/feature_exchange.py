@@ -15,10 +15,11 @@ request tells the server to leave those rows out, so only misses travel. A stati
 warmed from the server's hot ranking (``hot``, filled by ``client.hot_set.warm_hot_set``) is
 named by its length instead of its ids: a few bytes per request rather than 4 per cached node.
 
-Rows that came through a shared-memory reply segment are *aligned* (the sampler asks for
-that whenever it offers a segment): each sits at its node's position in a tensor with a row
-per sampled node, and the cache writes its hits into the rows around them, so those tensors
-become the batch's own and no delivered row is copied on the trainer.
+With a cache, rows that come through a shared-memory reply segment are *aligned* (the
+sampler asks for that whenever it offers a segment and the exchange has a cache): each sits
+at its node's position in a tensor with a row per sampled node, and the cache writes its hits
+into the rows around them, so those tensors become the batch's own and no delivered row is
+copied on the trainer.
 
 ``delivered_rows``/``delivered_bytes`` count the rows that rode with samples (one per attr and
 id sent), ``fetched_rows``/``fetched_bytes`` those a separate MultiGet had to read; both

@@ -126,3 +126,26 @@ def test_a_corrupt_version_folder_is_reported(tmp_path: Path, tier: FeatureTier)
     (tier.snapshot().path / "0.npy").write_bytes(b"not an array")
     with pytest.raises(PreconditionError, match="unreadable"):
         FeatureTier(tmp_path / "tier")
+
+
+@pytest.mark.parametrize("tier_current", [True, False], ids=["from-the-tier", "tier-behind-the-store"])
+def test_placed_rows_land_at_their_positions_and_nowhere_else(
+    tmp_path: Path, store: RocksDBFeatureStore, tier: FeatureTier, tier_current: bool
+) -> None:
+    from torch_geometric.data import TensorAttr
+
+    from gnnstore.backend.tiered_feature_store import TieredFeatureStore
+
+    if not tier_current:  # a put the tier has not caught up with: reads fall back to RocksDB
+        store.put_tensor(torch.zeros(3, 6), group_name="paper", attr_name="x", index=torch.tensor([0, 1, 2]))
+    reader = TieredFeatureStore(store, tier)
+    ids, at = torch.tensor([5, 9, 5]), np.array([4, 0, 2])
+    x = store.get_tensor(group_name="paper", attr_name="x", index=None)
+
+    def sentinel(shape: tuple[int, ...], *, dtype: torch.dtype) -> torch.Tensor:
+        return torch.full(shape, -7.0, dtype=dtype)
+
+    (got,) = reader.gather([TensorAttr("paper", "x", ids)], sentinel, [(at, 6)])
+    assert got.shape == (6, 6)
+    assert torch.equal(got[torch.from_numpy(at)], x[ids])
+    assert bool((got[[1, 3, 5]] == -7.0).all())  # rows left for the client to fill are untouched
