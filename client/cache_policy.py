@@ -92,6 +92,36 @@ def _sieve_admit(ids, id2pos, pos2id, base, newer, older, state, visited) -> Non
         _push_head(p, newer, older, state)
 
 
+@numba.njit(cache=True, nogil=True)
+def _lru_victims(count, base, newer, state) -> np.ndarray:  # noqa: ANN001
+    out = np.empty(count, dtype=np.int64)
+    q, n = state[_TAIL], 0
+    while n < count and q != -1:
+        out[n] = base + q
+        n += 1
+        q = newer[q]
+    return out[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def _sieve_victims(count, base, newer, state, visited) -> np.ndarray:  # noqa: ANN001
+    """The hand's next ``count`` victims: unvisited entries in its order; past one full turn
+    (every bit it passed is cleared by then) the entries it skipped, in the same order."""
+    out = np.empty(count, dtype=np.int64)
+    start = state[_HAND] if state[_HAND] != -1 else state[_TAIL]
+    n = 0
+    for second_turn in range(2):
+        q = start
+        while n < count and q != -1:
+            if visited[q] == second_turn:
+                out[n] = base + q
+                n += 1
+            q = newer[q] if newer[q] != -1 else state[_TAIL]
+            if q == start:
+                break
+    return out[:n]
+
+
 class EvictionPolicy:
     """Recency metadata of ``capacity`` positions starting at ``base``; subclasses pick victims."""
 
@@ -118,6 +148,15 @@ class EvictionPolicy:
         """
         raise NotImplementedError
 
+    def next_victims(self, admissions: int) -> np.ndarray:
+        """Positions (absolute) whose ids the next ``admissions`` admissions would evict, if no
+        hit came in between (a hit only keeps an entry longer)."""
+        evicting = admissions - (self.capacity - int(self._state[_SIZE]))  # free positions go first
+        return self._victims(max(0, min(evicting, self.capacity)))
+
+    def _victims(self, count: int) -> np.ndarray:
+        raise NotImplementedError
+
 
 class LruPolicy(EvictionPolicy):
     """Least recently used: the baseline; a scan longer than the free space flushes it."""
@@ -129,6 +168,9 @@ class LruPolicy(EvictionPolicy):
 
     def admit(self, ids: np.ndarray, id2pos: np.ndarray, pos2id: np.ndarray) -> None:
         _lru_admit(ids, id2pos, pos2id, self.base, self._newer, self._older, self._state)
+
+    def _victims(self, count: int) -> np.ndarray:
+        return _lru_victims(count, self.base, self._newer, self._state)
 
 
 class SievePolicy(EvictionPolicy):
@@ -147,6 +189,9 @@ class SievePolicy(EvictionPolicy):
         _sieve_admit(
             ids, id2pos, pos2id, self.base, self._newer, self._older, self._state, self._visited
         )
+
+    def _victims(self, count: int) -> np.ndarray:
+        return _sieve_victims(count, self.base, self._newer, self._state, self._visited)
 
 
 EVICTION_POLICIES: dict[str, type[EvictionPolicy]] = {

@@ -39,6 +39,7 @@ class CacheSlot:
         self.id2pos = np.full(max(s.shape[0] for s in specs), -1, dtype=np.int64)
         self.pos2id = np.full(self.capacity, -1, dtype=np.int64)
         self.warmed_prefix = 0  # the static tier holds the first this-many ids of the warm list
+        self.last_admitted = 0  # ids the dynamic tier admitted in the latest read
 
     @property
     def row_bytes(self) -> int:
@@ -70,7 +71,7 @@ class CacheSlot:
         """Drop every row of both tiers."""
         self.id2pos.fill(-1)
         self.pos2id.fill(-1)
-        self.warmed_prefix = 0
+        self.warmed_prefix = self.last_admitted = 0
         if self.policy is not None:
             self.policy.clear()
 

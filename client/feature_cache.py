@@ -321,15 +321,16 @@ class FeatureCache:
         return int(keep.shape[0])
 
     def known_ids(
-        self, group_name: Any, *, include_static: bool = True, include_dynamic: bool = False
+        self, group_name: Any, *, include_static: bool = True, include_dynamic: bool = False, reads_ahead: int = 0
     ) -> Tensor:
         """Global ids (int64, in no particular order) held in the named tiers for ``group_name``.
 
         The sampling request sends these so the server leaves their rows out. The static tier
-        never evicts. A dynamic row named in a request may be evicted before its batch is read
-        only when other batches are read in between (prefetching, or features read in another
-        process than the sampling); the exchange then fetches it in a second round trip, so
-        rows stay exact.
+        never evicts. A dynamic row named in a request is evicted before its batch is read only
+        when other batches are read in between (``reads_ahead``, e.g. a prefetcher's batches in
+        flight), so the dynamic ids the policy would evict over that many reads (at the latest
+        read's rate) are left out: they are cold, seldom in a batch, and then sent. A row
+        evicted anyway is fetched in a second round trip, so rows stay exact.
         """
         slot = self._slots.get(group_name)
         if slot is None:
@@ -337,9 +338,10 @@ class FeatureCache:
         lo = 0 if include_static else slot.static_rows
         hi = slot.capacity if include_dynamic else slot.static_rows
         with self._lock:
-            held = slot.pos2id[lo:hi]
-            held = held[held >= 0]  # a copy: later admissions do not change it
-        return torch.from_numpy(held)
+            held = slot.pos2id[lo:hi].copy()  # later admissions do not change it
+            if include_dynamic and slot.policy is not None:
+                held[slot.policy.next_victims(reads_ahead * slot.last_admitted) - lo] = -1
+        return torch.from_numpy(held[held >= 0])
 
     def static_capacity(self, group_name: Any) -> int:
         """Nodes the static tier of ``group_name`` can hold."""
@@ -396,6 +398,7 @@ class FeatureCache:
         at_new = np.flatnonzero(pos < 0)[: slot.policy.capacity]
         new = uniq[at_new]
         slot.policy.admit(new, slot.id2pos, slot.pos2id)
+        slot.last_admitted = int(new.shape[0])
         kept = slot.id2pos[new] >= 0  # in a full tier a late id may evict an early one
         for name, r in rows.items():
             self._move_rows(slot.storage[name], slot.id2pos[new[kept]], r, row_of[at_new[kept]])

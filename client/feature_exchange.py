@@ -118,8 +118,14 @@ class FeatureExchange:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["cache"], state.get("hot"))
 
-    def request(self, attrs: Sequence[tuple[NodeType | None, str]]) -> graph_pb2.FeatureRequest:
-        """The FeatureRequest a sampling RPC carries: ``attrs`` and what not to send."""
+    def request(
+        self, attrs: Sequence[tuple[NodeType | None, str]], reads_ahead: int = 0
+    ) -> graph_pb2.FeatureRequest:
+        """The FeatureRequest a sampling RPC carries: ``attrs`` and what not to send.
+
+        ``reads_ahead``: batches this process reads before this request's own (a prefetcher's
+        batches in flight); the cache's dynamic rows they would evict are not named.
+        """
         known: dict[NodeType | None, Tensor] = {}
         hot: dict[NodeType | None, HotPrefix] = {}
         known_ids = getattr(self.cache, "known_ids", None)
@@ -130,7 +136,7 @@ class FeatureExchange:
             if count:
                 hot[group] = HotPrefix(count, prefix.version)
             if known_ids is not None:
-                ids = known_ids(group, include_static=not count, include_dynamic=True)
+                ids = known_ids(group, include_static=not count, include_dynamic=True, reads_ahead=reads_ahead)
                 if ids is not None and ids.numel():
                     known[group] = ids
         return feature_request_to_proto(attrs, known, hot)

@@ -213,12 +213,13 @@ class _ConcurrentEpoch(Generic[T]):
         index = next(self._indices, None)
         if index is not None:
             seed = self._sampler.claim_seed()
-            sampled = self._samplers.submit(self._sample, index, seed)
+            sampled = self._samplers.submit(self._sample, index, seed, len(self._pending))
             self._pending.append(self._assembler.submit(self._assemble, sampled))
 
-    def _sample(self, index: Any, seed: int) -> Any:
-        """PyG's ``collate_fn`` without its ``filter_fn``: the sampler's output for ``index``."""
-        with self._sampler.using_seed(seed):
+    def _sample(self, index: Any, seed: int, reads_ahead: int) -> Any:
+        """PyG's ``collate_fn`` without its ``filter_fn``: the sampler's output for ``index``,
+        ``reads_ahead`` batches of this epoch being read before it."""
+        with self._sampler.using_seed(seed, reads_ahead):
             inputs = self._loader.input_data[index]
             if isinstance(self._loader, NodeLoader):
                 return self._loader.node_sampler.sample_from_nodes(inputs)

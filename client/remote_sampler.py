@@ -123,13 +123,14 @@ class RemoteNeighborSampler(BaseSampler):
         return seeded_call_seed(self.seed, next(self._calls))
 
     @contextlib.contextmanager
-    def using_seed(self, seed: int) -> Iterator[None]:
-        """Requests this thread sends inside the block use ``seed`` (claimed by ``claim_seed``)."""
-        self._claimed.seed = seed
+    def using_seed(self, seed: int, reads_ahead: int = 0) -> Iterator[None]:
+        """Requests this thread sends inside the block use ``seed`` (claimed by ``claim_seed``);
+        ``reads_ahead`` batches are read before this one's (see ``FeatureExchange.request``)."""
+        self._claimed.seed, self._claimed.reads_ahead = seed, reads_ahead
         try:
             yield
         finally:
-            self._claimed.seed = None
+            self._claimed.seed, self._claimed.reads_ahead = None, 0
 
     @property
     def edge_permutation(self) -> None:
@@ -178,7 +179,8 @@ class RemoteNeighborSampler(BaseSampler):
         )
         if self.feature_store is not None:
             attrs = [(s.group_name, s.attr_name) for s in self.feature_store.schema()]
-            request.features.CopyFrom(self.feature_store.exchange.request(attrs))
+            reads_ahead = getattr(self._claimed, "reads_ahead", 0)
+            request.features.CopyFrom(self.feature_store.exchange.request(attrs, reads_ahead))
 
     def _sample(
         self, method: str, request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest

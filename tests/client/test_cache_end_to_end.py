@@ -233,6 +233,20 @@ def test_prefetching_a_remote_loader_keeps_two_samples_in_flight_and_torch_seede
         assert torch.equal(b.x, homo_graph.x[b.n_id]) and torch.equal(b.y, homo_graph.y[b.n_id])
 
 
+@pytest.mark.parametrize("policy", ["lru", "sieve", "static+sieve"])
+def test_prefetching_with_a_dynamic_tier_keeps_one_round_trip_per_batch(
+    homo_server: ServerProcess, homo_graph: Data, policy: str
+) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=60 * ROW_BYTES, cache_policy=policy)
+    multi_gets = requests(homo_server.address, MULTI_GET)
+    for _ in range(3):
+        for batch in Prefetcher(loader(fs, gs, torch.arange(400), shuffle=True), depth=2):
+            assert torch.equal(batch.x, homo_graph.x[batch.n_id])
+    # rows the next reads would evict were never named as held, so none had to be fetched again
+    assert fs.exchange.fetched_rows == 0 and requests(homo_server.address, MULTI_GET) == multi_gets
+    assert fs.cache.total().dynamic_hits > 0
+
+
 def test_leaving_a_prefetched_remote_epoch_early_ends_its_threads(homo_server: ServerProcess) -> None:
     fs, gs = connect(homo_server.address, cache_bytes=60 * ROW_BYTES)
     pf = Prefetcher(loader(fs, gs, torch.arange(400)), depth=3)
