@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterator
 
 import grpc
@@ -82,10 +81,12 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
         """Every row of one attribute, in chunks of whole rows of about ``chunk_bytes``."""
         with translate_errors(context, "FeatureService.GetTensor"):
             group, name = attr_key_from_proto(request.key)
-            shape = self._store.get_tensor_size(group_name=group, attr_name=name)
-            if shape is None:
+            schema = next(
+                (s for s in self._store.tensor_schema() if s.group_name == group and s.attr_name == name), None
+            )
+            if schema is None:
                 raise NotFoundError(f"{describe(group)} has no feature {name!r}")
-            row_bytes = max(1, _row_bytes(self._store, group, name, shape))
+            shape, row_bytes = schema.shape, max(1, schema.row_bytes)
             chunk_bytes = request.chunk_bytes or DEFAULT_CHUNK_BYTES
             rows = max(1, chunk_bytes // row_bytes)
             self._check_reply_size(rows * row_bytes, "GetTensor chunk")
@@ -128,10 +129,3 @@ def schema_to_proto(store: FeatureStore) -> list[TensorSchema]:
     """The store's ``tensor_schema()`` on the wire."""
     return [s.to_proto() for s in store.tensor_schema()]
 
-
-def _row_bytes(store: FeatureStore, group: object, name: str, shape: tuple[int, ...]) -> int:
-    """Bytes of one row, from the schema's dtype."""
-    for s in store.tensor_schema():
-        if s.group_name == group and s.attr_name == name:
-            return math.prod(shape[1:]) * s.dtype.itemsize
-    raise NotFoundError(f"{describe(group)} has no feature {name!r}")

@@ -150,14 +150,15 @@ class SamplingRunner:
         for group, name in request.attrs:
             if group in nodes:
                 wanted.setdefault(group, []).append(name)
-        lacking = {group: self._lacking(group, nodes[group].numpy(), request) for group in wanted}
+        node_ids = {group: nodes[group].numpy() for group in wanted}
+        lacking = {group: self._lacking(group, node_ids[group], request) for group in wanted}
         empty = None if segment is None else segment.empty
         positions: dict[NodeType | None, np.ndarray] = {}
         if request.aligned and segment is not None and self._fits_aligned(wanted, nodes, segment):
             positions = {g: np.flatnonzero(keep) for g, keep in lacking.items()}
             ids = {g: nodes[g][torch.from_numpy(at)] for g, at in positions.items()}
         else:
-            ids = {g: torch.from_numpy(distinct_in_order(nodes[g].numpy()[keep])) for g, keep in lacking.items()}
+            ids = {g: torch.from_numpy(distinct_in_order(node_ids[g][keep])) for g, keep in lacking.items()}
         queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
         placements = None
         if positions:
