@@ -16,7 +16,8 @@ the same seeds (1024 per batch, fanouts [15, 10]):
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M).
 
 Per configuration: batches/s, feature MB/s delivered to the trainer, wire MB per batch (server
-Stats: socket bytes plus the reply bytes written into the trainer's shared-memory segments), p50/p99 of the time the loop waits for a batch, cache hit rate (static / dynamic), peak
+Stats: socket bytes plus the reply bytes written into the trainer's shared-memory segments),
+p50/p99 of the time the loop waits for a batch, cache hit rate (static / dynamic), peak
 trainer RSS, stall fraction, and batches/s as a ratio to the fastest in-memory loader of the
 run. Writes ``benchmarks/results/loader.md`` and ``loader.png``.
 
@@ -303,7 +304,8 @@ def main() -> None:
         if has_pyg_sampler:
             results.append(in_fresh_process(replace(common, name="in-memory: PyG NeighborLoader", kind="pyg"), seeds))
         else:
-            print("in-memory: PyG NeighborLoader: skipped (neither pyg-lib nor torch-sparse is installed)")
+            print("in-memory: PyG NeighborLoader: skipped (neither pyg-lib nor torch-sparse is installed; "
+                  "README: Tests and benchmarks)")
         base = max(r.batches_per_s for r in results)
         started = time.perf_counter()
         with ServerProcess(data_dir, "--read-only", log=work / "server.log", startup_timeout=3600) as server:

@@ -67,7 +67,8 @@ def reference_sampler(data: Data, fanouts: list[int]) -> Callable[[torch.Tensor]
 def pyg_sampler(data: Data, fanouts: list[int]) -> Callable[[torch.Tensor], object] | None:
     """PyG's ``NeighborSampler`` (pyg-lib or torch-sparse kernel), or ``None`` when neither is installed."""
     if not any(importlib.util.find_spec(m) for m in ("pyg_lib", "torch_sparse")):
-        print("PyG's kernel: neither pyg-lib nor torch-sparse is installed: skipped")
+        print("PyG's kernel: neither pyg-lib nor torch-sparse is installed: skipped "
+              "(README: Tests and benchmarks)")
         return None
     from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
 
@@ -107,7 +108,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         mapped = SamplingEngine(snapshot.save(tmp))
         measure("engine (memory-mapped snapshot)", lambda s: mapped.sample(s, args.fanouts), batches)
-        del mapped
     few = batches[: args.baseline_batches]
     for name, make in (("pure-torch reference", reference_sampler), ("PyG NeighborSampler", pyg_sampler)):
         sample = make(data, args.fanouts)
