@@ -18,8 +18,11 @@ the same seeds (1024 per batch, fanouts [15, 10]):
 Per configuration: batches/s, feature MB/s delivered to the trainer, wire MB per batch (server
 Stats: socket bytes plus the reply bytes written into the trainer's shared-memory segments),
 p50/p99 of the time the loop waits for a batch, cache hit rate (static / dynamic), peak
-trainer RSS, stall fraction, and batches/s as a ratio to the fastest in-memory loader of the
-run. Writes ``benchmarks/results/loader.md`` and ``loader.png``.
+trainer RSS, stall fraction, CPU time per batch of the trainer (all its threads and loader
+workers) and of the server, and batches/s as a ratio to the fastest in-memory loader of the
+run. The summary says how fast the issue's target row (20% cache, prefetch 2) could go if the
+trainer and server kept every core of this machine busy. Writes
+``benchmarks/results/loader.md`` and ``loader.png``.
 
 The graph's out-degree exponent defaults to 2.1 (``--out-degree-exponent``; the generator's own
 default, 3.0, is mildly skewed: the best 20% hot set covers ~41% of a batch's nodes at 1M nodes,
@@ -34,6 +37,7 @@ import argparse
 import importlib.util
 import logging
 import multiprocessing
+import os
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -41,6 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import psutil
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -67,6 +72,7 @@ class Phase:
     batches: int
     graph_file: str = ""
     address: str = ""
+    server_pid: int = 0
     cache_fraction: float = 0.0
     policy: str = "static+sieve"
     prefetch: int = 0
@@ -89,6 +95,8 @@ class Result:
     static_hit_rate: float | None
     rss_mb: float
     stall_fraction: float
+    trainer_cpu_ms: float
+    server_cpu_ms: float | None
 
 
 def _graph_tensors(path: str) -> dict[str, Tensor]:
@@ -136,6 +144,12 @@ def _wire_bytes(address: str) -> int:
     return sum(m.bytes_sent + m.bytes_shared + m.bytes_received for m in server_stats(address).values())
 
 
+def cpu_seconds(process: psutil.Process, with_children: bool = False) -> float:
+    """User + system CPU seconds of ``process`` (and of its live children, e.g. loader workers)."""
+    processes = [process, *(process.children(recursive=True) if with_children else [])]
+    return sum(t.user + t.system for t in (p.cpu_times() for p in processes))
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory (VmHWM; ``ru_maxrss`` would include the spawning parent's)."""
     status = Path("/proc/self/status").read_text()
@@ -153,6 +167,9 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
     if cache is not None:
         cache.start_epoch()
     wire = _wire_bytes(phase.address) if phase.address else 0
+    trainer, server = psutil.Process(), psutil.Process(phase.server_pid) if phase.server_pid else None
+    trainer_cpu = cpu_seconds(trainer, with_children=True)
+    server_cpu = cpu_seconds(server) if server is not None else 0.0
     waits, feature_bytes = [], 0
     started = time.perf_counter()
     for _ in range(phase.batches):
@@ -171,6 +188,8 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
             F.cross_entropy(out, batch.y[: batch.batch_size]).backward()
             optimizer.step()
     seconds = time.perf_counter() - started
+    trainer_cpu = cpu_seconds(trainer, with_children=True) - trainer_cpu
+    server_cpu = cpu_seconds(server) - server_cpu if server is not None else None
     wire = (_wire_bytes(phase.address) - wire) / phase.batches / 1e6 if phase.address else None
     close = getattr(loader, "close", None)
     if close is not None:
@@ -188,6 +207,8 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
         None if stats is None else stats.static_hits / lookups,
         peak_rss_mb(),
         sum(waits) / seconds,
+        trainer_cpu / phase.batches * 1e3,
+        None if server_cpu is None else server_cpu / phase.batches * 1e3,
     )
 
 
@@ -219,9 +240,11 @@ def prepare(nodes: int, avg_degree: float, dim: int, exponent: float, folder: Pa
 
 def _print(r: Result) -> None:
     hit = "" if r.hit_rate is None else f" hit {r.hit_rate:.1%} (static {r.static_hit_rate:.1%})"
+    server = "" if r.server_cpu_ms is None else f" + server {r.server_cpu_ms:.1f}"
     print(
         f"{r.phase.name:<34} {r.batches_per_s:7.2f} batches/s  p50 {r.p50_ms:7.1f} ms  "
-        f"p99 {r.p99_ms:7.1f} ms  RSS {r.rss_mb:6.0f} MB  stall {r.stall_fraction:.0%}{hit}",
+        f"p99 {r.p99_ms:7.1f} ms  RSS {r.rss_mb:6.0f} MB  stall {r.stall_fraction:.0%}  "
+        f"CPU/batch {r.trainer_cpu_ms:.1f}{server} ms{hit}",
         flush=True,
     )
 
@@ -230,19 +253,33 @@ def table(results: list[Result], base: float, train_base: float) -> str:
     """The results as a Markdown table, ratios to the fastest in-memory loader (or training)."""
     lines = [
         "| configuration | batches/s | × in-memory | feature MB/s | wire MB/batch | p50 ms | p99 ms "
-        "| hit rate (static) | trainer RSS MB | stall |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| hit rate (static) | trainer RSS MB | stall | CPU ms/batch: trainer | server |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         ratio = r.batches_per_s / (train_base if r.phase.train else base)
         wire = "—" if r.wire_mb_per_batch is None else f"{r.wire_mb_per_batch:.1f}"
         hit = "—" if r.hit_rate is None else f"{r.hit_rate:.1%} ({r.static_hit_rate:.1%})"
+        server_cpu = "—" if r.server_cpu_ms is None else f"{r.server_cpu_ms:.1f}"
         lines.append(
             f"| {r.phase.name} | {r.batches_per_s:.2f} | {ratio:.2f} | {r.feature_mb_per_s:.0f} | "
             f"{wire} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | {hit} | {r.rss_mb:.0f} | "
-            f"{r.stall_fraction:.0%} |"
+            f"{r.stall_fraction:.0%} | {r.trainer_cpu_ms:.1f} | {server_cpu} |"
         )
     return "\n".join(lines)
+
+
+def cpu_ceiling(target: Result, engine: Result, base: float) -> str:
+    """How fast ``target`` could go if its trainer and server kept every core here busy."""
+    cores = len(os.sched_getaffinity(0))
+    total = target.trainer_cpu_ms + (target.server_cpu_ms or 0.0)
+    best = cores * 1e3 / total
+    return (
+        f"CPU a batch, {target.phase.name}: trainer {target.trainer_cpu_ms:.1f} ms + server "
+        f"{target.server_cpu_ms or 0.0:.1f} ms = {total:.1f} ms (in-memory engine: {engine.trainer_cpu_ms:.1f} ms); "
+        f"on the {cores} cores here that row cannot pass {best:.0f} batches/s ({best / base:.2f}× in memory) "
+        f"even with both processes busy all the time.\n"
+    )
 
 
 def chart(results: list[Result], base: float, train_base: float, path: Path) -> None:
@@ -310,7 +347,9 @@ def main() -> None:
         started = time.perf_counter()
         with ServerProcess(data_dir, "--read-only", log=work / "server.log", startup_timeout=3600) as server:
             print(f"server up in {time.perf_counter() - started:.0f} s: {server.startup_line[:120]}", flush=True)
-            remote = replace(common, kind="remote", graph_file="", address=server.address)
+            remote = replace(
+                common, kind="remote", graph_file="", address=server.address, server_pid=server.proc.pid
+            )
             configs = [
                 (f"remote: {policy} {share:.0%}", share, policy, 0)
                 for share in (0.05, 0.2) for policy in ("static", "sieve", "static+sieve")
@@ -336,7 +375,8 @@ def main() -> None:
             memory_train = in_fresh_process(replace(train, name="train epoch: in memory"), seeds)
             remote_train = in_fresh_process(replace(
                 train, name="train epoch: remote static+sieve 20%, prefetch 2", kind="remote",
-                graph_file="", address=server.address, cache_fraction=0.2, prefetch=2,
+                graph_file="", address=server.address, server_pid=server.proc.pid, cache_fraction=0.2,
+                prefetch=2,
             ), seeds)
             results += [memory_train, remote_train]
         draw = torch.randint(tenth_ids.numel(), (seeds.numel(),), generator=torch.Generator().manual_seed(1))
@@ -344,10 +384,12 @@ def main() -> None:
         with ServerProcess(tenth_dir, "--read-only", log=work / "server-tenth.log", startup_timeout=3600) as small:
             tenth = in_fresh_process(replace(
                 remote, name="remote: no cache, prefetch 2 (1/10 of the edges)", address=small.address,
+                server_pid=small.proc.pid,
                 prefetch=2,
             ), tenth_seeds)
         results.append(tenth)
-    full_rss = next(r.rss_mb for r in results if r.phase.name == "remote: no cache, prefetch 2")
+    named = {r.phase.name: r for r in results}
+    full_rss = named["remote: no cache, prefetch 2"].rss_mb
     text = table(results, base, memory_train.batches_per_s)
     summary = (
         f"\nGraph: {args.nodes:,} nodes, ~{int(args.nodes * args.avg_degree):,} edges, {args.dim} float32 "
@@ -355,6 +397,7 @@ def main() -> None:
         f"fanouts {args.fanouts}; {args.batches} timed batches after {args.warmup} warm-up.\n"
         f"Trainer RSS, remote without cache: {full_rss:.0f} MB on the full graph vs {tenth.rss_mb:.0f} MB "
         f"with a tenth of the edges: {full_rss - tenth.rss_mb:+.0f} MB.\n"
+        + cpu_ceiling(named["remote: static 20%, prefetch 2"], named["in-memory: gnnstore engine"], base)
     )
     print("\n" + text + summary)
     RESULTS.mkdir(exist_ok=True)
