@@ -128,4 +128,3 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
 def schema_to_proto(store: FeatureStore) -> list[TensorSchema]:
     """The store's ``tensor_schema()`` on the wire."""
     return [s.to_proto() for s in store.tensor_schema()]
-

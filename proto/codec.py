@@ -7,9 +7,8 @@ copy protobuf needs to own a ``bytes`` field; decoding costs one copy into a wri
 bytes in the request's shared-memory segment (``segment=`` a ``ReplyWriter``); decoded with
 ``shared=`` a memoryview of the segment's bytes, such a tensor is a view of the segment, not a
 copy, with a storage of its own bytes only (see ``reply_segment.py`` for how long it stays
-valid). Node and edge types map PyG's
-``None`` to an explicit ``homogeneous`` flag, and heterogeneous edge types always decode to
-tuples.
+valid). Node and edge types map PyG's ``None`` to an explicit ``homogeneous`` flag, and
+heterogeneous edge types always decode to tuples.
 """
 from __future__ import annotations
 
