@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Executor
 
 import grpc
 from torch import Tensor
@@ -46,6 +47,8 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         graph_store: the graph store; its calls are serialised (database handles are not
             shared between threads).
         runner: samples and gathers feature rows.
+        sampling: the threads a sampling call's work runs on, in arrival order, while the
+            call's own thread waits (see ``ServerConfig.sampling_threads`` for why so few).
         summary: node and edge counts of the served graph.
         metrics: where the bytes replies write into clients' reply segments are counted.
     """
@@ -54,12 +57,14 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         self,
         graph_store: BaseGraphStore,
         runner: SamplingRunner,
+        sampling: Executor,
         summary: GraphSummary,
         metrics: Metrics | None = None,
     ) -> None:
         self._graph = graph_store
         self._graph_lock = threading.Lock()
         self._runner = runner
+        self._sampling = sampling
         self._summary = summary
         self._segments = ReplySegments()
         self._metrics = metrics
@@ -115,28 +120,14 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     ) -> graph_pb2.SampleResponse:
         """PyG's sample_from_nodes, with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromNodes"):
-            options = request.options
-            out = self._runner.sample_from_nodes(
-                node_input_from_proto(request),
-                num_neighbors_from_proto(options),
-                **_sampling_flags(options),
-            )
-            return self._reply(out, request, "SampleFromNodes")
+            return self._sampling.submit(self._sample_from_nodes, request).result()
 
     def SampleFromEdges(
         self, request: graph_pb2.SampleFromEdgesRequest, context: grpc.ServicerContext
     ) -> graph_pb2.SampleResponse:
         """PyG's sample_from_edges (negatives included), with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromEdges"):
-            options = request.options
-            inputs, neg_sampling = edge_input_from_proto(request)
-            out = self._runner.sample_from_edges(
-                inputs,
-                neg_sampling,
-                num_neighbors_from_proto(options),
-                **_sampling_flags(options),
-            )
-            return self._reply(out, request, "SampleFromEdges")
+            return self._sampling.submit(self._sample_from_edges, request).result()
 
     def HotNodes(
         self, request: graph_pb2.HotNodesRequest, context: grpc.ServicerContext
@@ -151,6 +142,21 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 )
             ids = ranking.top(node_type_from_proto(request.node_type), request.k)
             return graph_pb2.HotNodesResponse(ids=tensor_to_proto(ids), version=ranking.version)
+
+    def _sample_from_nodes(self, request: graph_pb2.SampleFromNodesRequest) -> graph_pb2.SampleResponse:
+        options = request.options
+        out = self._runner.sample_from_nodes(
+            node_input_from_proto(request), num_neighbors_from_proto(options), **_sampling_flags(options)
+        )
+        return self._reply(out, request, "SampleFromNodes")
+
+    def _sample_from_edges(self, request: graph_pb2.SampleFromEdgesRequest) -> graph_pb2.SampleResponse:
+        options = request.options
+        inputs, neg_sampling = edge_input_from_proto(request)
+        out = self._runner.sample_from_edges(
+            inputs, neg_sampling, num_neighbors_from_proto(options), **_sampling_flags(options)
+        )
+        return self._reply(out, request, "SampleFromEdges")
 
     def _reply(
         self,

@@ -32,6 +32,8 @@ _DEFAULTS = ServerConfig()
 @click.option("--max-message-bytes", type=int,
               help=f"Message size limit (>= 256 MiB).  [default: {_DEFAULTS.max_message_bytes}]")
 @click.option("--workers", type=int, help=f"Threads answering calls.  [default: {_DEFAULTS.workers}]")
+@click.option("--sampling-threads", type=int,
+              help="Threads that sample, for all clients (0: half the CPUs).  [default: 0]")
 @click.option("--max-concurrent-rpcs", type=int,
               help=f"Calls admitted at once.  [default: {_DEFAULTS.max_concurrent_rpcs}]")
 @click.option("--shutdown-grace-s", type=float,

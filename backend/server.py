@@ -7,6 +7,7 @@ finish). This module alone builds the ``grpc.server``; the servicers only transl
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -51,6 +52,7 @@ class GnnStoreServer:
         self.data = data
         self.metrics = Metrics()
         self._server: grpc.Server | None = None
+        self._sampling: futures.ThreadPoolExecutor | None = None
         self._health = health.HealthServicer(experimental_non_blocking=True)
 
     def start(self) -> str:
@@ -100,6 +102,9 @@ class GnnStoreServer:
             self._server.stop(grace).wait()
             self._server = None
             logger.info("stopped serving on %s", self.address)
+        if self._sampling is not None:
+            self._sampling.shutdown(wait=True, cancel_futures=True)
+            self._sampling = None
         if self.data is not None:
             self.data.close()
             self.data = None
@@ -127,11 +132,14 @@ class GnnStoreServer:
         )
         limits = SamplingLimits(config.max_seeds, config.max_hops, config.max_fanout)
         runner = SamplingRunner(data.make_sampler, data.feature_reader, limits, data.ranking)
+        threads = sampling_threads(config)
+        logger.info("sampling on %d thread(s)", threads)
+        self._sampling = futures.ThreadPoolExecutor(threads, thread_name_prefix="gnnstore-sample")
         feature_pb2_grpc.add_FeatureServiceServicer_to_server(
             FeatureServicer(data.feature_reader, config.max_message_bytes), server
         )
         graph_pb2_grpc.add_GraphServiceServicer_to_server(
-            GraphServicer(data.graph_store, runner, data.summary, self.metrics), server
+            GraphServicer(data.graph_store, runner, self._sampling, data.summary, self.metrics), server
         )
         idmap_pb2_grpc.add_IdMapServiceServicer_to_server(IdMapServicer(data.id_map), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
@@ -146,6 +154,11 @@ class GnnStoreServer:
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         return server
+
+
+def sampling_threads(config: ServerConfig) -> int:
+    """``config.sampling_threads``, or half the CPUs this process may run on (at least 1) for 0."""
+    return config.sampling_threads or max(1, len(os.sched_getaffinity(0)) // 2)
 
 
 def _label(key: object, count: int) -> str:

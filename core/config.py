@@ -39,6 +39,9 @@ class ServerConfig:
             open the same data directory).
         max_message_bytes: send and receive limit per message (at least 256 MiB).
         workers: threads answering calls.
+        sampling_threads: threads that sample and gather rows for every client's sampling calls,
+            in arrival order; 0 (the default) is half the CPUs this process may run on, at
+            least one (more only take cores from a trainer on the same host).
         max_concurrent_rpcs: calls admitted at once; more are refused with RESOURCE_EXHAUSTED.
         shutdown_grace_s: how long in-flight calls may run after SIGTERM/SIGINT.
         max_seeds, max_hops, max_fanout: limits of one sampling request.
@@ -55,6 +58,7 @@ class ServerConfig:
     read_only: bool = False
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     workers: int = 8
+    sampling_threads: int = 0
     max_concurrent_rpcs: int = 64
     shutdown_grace_s: float = 10.0
     max_seeds: int = 1 << 20
@@ -80,6 +84,7 @@ class ServerConfig:
                 f"got {self.max_message_bytes}",
             ),
             (self.workers >= 1, f"workers must be >= 1, got {self.workers}"),
+            (self.sampling_threads >= 0, f"sampling_threads must be >= 0, got {self.sampling_threads}"),
             (
                 self.max_concurrent_rpcs >= 1,
                 f"max_concurrent_rpcs must be >= 1, got {self.max_concurrent_rpcs}",

@@ -1,0 +1,57 @@
+"""Sampling calls run on the server's few sampling threads: same answers, bounded, ended on stop."""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from torch_geometric.sampler import NodeSamplerInput, SamplerOutput
+
+from gnnstore.backend.server import GnnStoreServer, sampling_threads
+from gnnstore.client import RemoteNeighborSampler
+from gnnstore.config import ServerConfig
+from gnnstore.ingest.generator import generate_graph
+from served import ingest
+
+CALLS = 12
+
+
+def _sample(sampler: RemoteNeighborSampler, seed: int) -> SamplerOutput:
+    seeds = torch.arange(seed % 7, 200, 7)
+    with sampler.using_seed(seed):
+        return sampler.sample_from_nodes(NodeSamplerInput(input_id=torch.arange(seeds.numel()), node=seeds))
+
+
+def _sampling_thread_names() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("gnnstore-sample")]
+
+
+def test_concurrent_calls_share_one_sampling_thread_and_answer_as_serial_ones(tmp_path: Path) -> None:
+    data_dir = ingest(generate_graph(300, 10.0, 8, 3, seed=1), tmp_path / "data")
+    server = GnnStoreServer(ServerConfig(data_dir=data_dir, port=0, read_only=True, sampling_threads=1))
+    address = server.start()
+    try:
+        sampler = RemoteNeighborSampler(address, [5, 3])
+        serial = [_sample(sampler, seed) for seed in range(CALLS)]
+        with ThreadPoolExecutor(6) as callers:
+            concurrent = list(callers.map(lambda seed: _sample(sampler, seed), range(CALLS)))
+        for one, other in zip(serial, concurrent):
+            assert torch.equal(one.node, other.node)
+            assert torch.equal(one.row, other.row) and torch.equal(one.col, other.col)
+        assert _sampling_thread_names() == ["gnnstore-sample_0"]
+    finally:
+        server.stop(grace=5.0)
+    assert _sampling_thread_names() == []  # stop ends them
+
+
+def test_sampling_threads_default_to_half_the_usable_cpus() -> None:
+    assert sampling_threads(ServerConfig(sampling_threads=3)) == 3
+    assert sampling_threads(ServerConfig()) == max(1, len(os.sched_getaffinity(0)) // 2)
+
+
+def test_negative_sampling_threads_are_refused() -> None:
+    with pytest.raises(ValueError, match="sampling_threads must be >= 0, got -1"):
+        ServerConfig(sampling_threads=-1)
