@@ -9,8 +9,9 @@ the same seeds (1024 per batch, fanouts [15, 10]):
   PyG ``NodeLoader``), and PyG's ``NeighborLoader`` when pyg-lib or torch-sparse is installed;
 * remote: no cache and no prefetch, prefetch 2, static / SIEVE / static+SIEVE caches at 5% and
   20% of the nodes, the 20% caches with prefetch 2 (two batches made at once on threads of
-  the trainer process), and the static one also with prefetch 4, with replies over the socket
-  only (no shared-memory segments), and with 2 loader worker processes;
+  the trainer process), and the static one also with prefetch 4, with the server and the trainer
+  each pinned to its own half of the cores (the rest share them all), with replies over the
+  socket only (no shared-memory segments), and with 2 loader worker processes;
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
   through the remote backend (20% static+SIEVE cache, prefetch 2);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M).
@@ -79,6 +80,7 @@ class Phase:
     workers: int = 0
     train: bool = False
     shared_memory: bool = True  # replies through shared-memory segments (else the socket only)
+    apart: bool = False  # server and trainer each on half of the cores (the issue's "server on another core")
 
 
 @dataclass(frozen=True)
@@ -156,8 +158,28 @@ def peak_rss_mb() -> float:
     return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM")) / 1024
 
 
+def split_cores() -> tuple[set[int], set[int]]:
+    """This machine's cores in two halves: (the trainer's, the server's)."""
+    cores = sorted(os.sched_getaffinity(0))
+    half = max(1, len(cores) // 2)
+    return set(cores[:half]), set(cores[half:] or cores)
+
+
+def pin_process(pid: int, cores: set[int]) -> None:
+    """Run every thread of ``pid`` on ``cores`` (threads it starts later inherit them)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), cores)
+        except ProcessLookupError:  # the thread ended meanwhile
+            continue
+
+
 def run_phase(phase: Phase, seeds: Tensor) -> Result:
     """Run one configuration in this (fresh) process and measure it."""
+    if phase.apart:
+        cores, _ = split_cores()
+        os.sched_setaffinity(0, cores)
+        torch.set_num_threads(len(cores))
     torch.manual_seed(0)
     loader, cache = _loader(phase, seeds)
     batches = iter(loader)
@@ -215,8 +237,14 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
 def in_fresh_process(phase: Phase, seeds: Tensor) -> Result:
     """``run_phase`` in a new spawned process (its own imports, memory and RSS)."""
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(1, mp_context=context) as pool:
-        result = pool.submit(run_phase, phase, seeds).result()
+    if phase.apart:
+        pin_process(phase.server_pid, split_cores()[1])
+    try:
+        with ProcessPoolExecutor(1, mp_context=context) as pool:
+            result = pool.submit(run_phase, phase, seeds).result()
+    finally:
+        if phase.apart:
+            pin_process(phase.server_pid, os.sched_getaffinity(0))
     _print(result)
     return result
 
@@ -362,6 +390,10 @@ def main() -> None:
                 ))
             results.append(in_fresh_process(replace(
                 remote, name="remote: static 20%, prefetch 4", cache_fraction=0.2, policy="static", prefetch=4,
+            ), seeds))
+            results.append(in_fresh_process(replace(
+                remote, name="remote: static 20%, prefetch 2, server on its own cores", cache_fraction=0.2,
+                policy="static", prefetch=2, apart=True,
             ), seeds))
             results.append(in_fresh_process(replace(  # what shared-memory replies bring
                 remote, name="remote: static 20%, prefetch 2, socket only", cache_fraction=0.2,
