@@ -82,24 +82,32 @@ def node_input_to_proto(inputs: NodeSamplerInput) -> graph_pb2.SampleFromNodesRe
     """
     if inputs.time is not None:
         raise InvalidRequestError("temporal sampling (seed time) is not supported by gnnstore yet")
-    return graph_pb2.SampleFromNodesRequest(
-        input_type=node_type_to_proto(inputs.input_type),
-        node=ids_to_proto(inputs.node),
-        input_id=ids_to_proto(inputs.input_id),
+    request = graph_pb2.SampleFromNodesRequest(
+        input_type=node_type_to_proto(inputs.input_type), node=ids_to_proto(inputs.node)
     )
+    if inputs.input_id is not None:
+        request.input_id.CopyFrom(ids_to_proto(inputs.input_id))
+    return request
 
 
 def node_input_from_proto(request: graph_pb2.SampleFromNodesRequest) -> NodeSamplerInput:
     """Decode the seeds of a SampleFromNodes request."""
     node = ids_from_proto(request.node, "seed node ids")
-    input_id = ids_from_proto(request.input_id, "input_id")
-    if input_id.numel() != node.numel():
+    input_id = _input_id_from_proto(request)
+    if input_id is not None and input_id.numel() != node.numel():
         raise InvalidRequestError(
             f"input_id has {input_id.numel()} entries for {node.numel()} seed nodes"
         )
     return NodeSamplerInput(
         input_id=input_id, node=node, input_type=node_type_from_proto(request.input_type)
     )
+
+
+def _input_id_from_proto(
+    request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest,
+) -> Tensor | None:
+    """The seeds' positions in the loader's list; ``None`` when the caller sent none (PyG allows it)."""
+    return ids_from_proto(request.input_id, "input_id") if request.HasField("input_id") else None
 
 
 def edge_input_to_proto(
@@ -114,11 +122,12 @@ def edge_input_to_proto(
         raise InvalidRequestError("temporal sampling (edge label time) is not supported yet")
     request = graph_pb2.SampleFromEdgesRequest(
         input_type=edge_type_to_proto(inputs.input_type),
-        input_id=ids_to_proto(inputs.input_id),
         row=ids_to_proto(inputs.row),
         col=ids_to_proto(inputs.col),
         label=optional_tensor_to_proto(inputs.label),
     )
+    if inputs.input_id is not None:
+        request.input_id.CopyFrom(ids_to_proto(inputs.input_id))
     if neg_sampling is not None:
         if neg_sampling.src_weight is not None or neg_sampling.dst_weight is not None:
             raise InvalidRequestError("weighted negative sampling is not supported yet")
@@ -137,12 +146,13 @@ def edge_input_from_proto(
     """
     row = ids_from_proto(request.row, "row (source ids)")
     col = ids_from_proto(request.col, "col (destination ids)")
-    input_id = ids_from_proto(request.input_id, "input_id")
+    input_id = _input_id_from_proto(request)
     label = optional_tensor_from_proto(request.label, "edge label")
-    if not row.numel() == col.numel() == input_id.numel():
+    links = input_id.numel() if input_id is not None else row.numel()
+    if not row.numel() == col.numel() == links:
         raise InvalidRequestError(
             f"row, col and input_id must have one entry per link, got "
-            f"{row.numel()}, {col.numel()} and {input_id.numel()}"
+            f"{row.numel()}, {col.numel()} and {links}"
         )
     if label is not None and label.size(0) != row.numel():
         raise InvalidRequestError(f"edge label has {label.size(0)} rows for {row.numel()} links")

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader, NodeLoader
-from torch_geometric.sampler import NegativeSampling
+from torch_geometric.sampler import NegativeSampling, NodeSamplerInput
 
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect, server_stats
 from served import ServerProcess
@@ -64,6 +64,14 @@ def test_disjoint_sampling_gives_each_seed_its_tree(served_homo: ServerProcess, 
     _check_homo_batch(batch, homo_graph)
     assert batch.batch.shape == batch.n_id.shape
     assert torch.equal(batch.batch[:16], torch.arange(16))
+
+
+def test_seeds_without_input_id_sample_as_pygs_own_sampler_allows(served_homo: ServerProcess) -> None:
+    sampler = RemoteNeighborSampler(served_homo.address, [3, 2])
+    seeds = torch.tensor([5, 9, 2])
+    out = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds))
+    assert torch.equal(out.node[:3], seeds)
+    assert out.metadata[0] is None  # PyG's metadata is (input_id, time)
 
 
 def test_a_seed_repeats_the_batches(served_homo: ServerProcess) -> None:

@@ -63,6 +63,14 @@ def test_node_input_round_trip() -> None:
     assert torch.equal(back.node, inputs.node) and back.input_type == "paper"
 
 
+def test_inputs_without_input_id_round_trip_as_none() -> None:
+    nodes = NodeSamplerInput(input_id=None, node=torch.tensor([8, 3]))
+    assert sample_codec.node_input_from_proto(sample_codec.node_input_to_proto(nodes)).input_id is None
+    links = EdgeSamplerInput(input_id=None, row=torch.tensor([1, 2]), col=torch.tensor([3, 4]))
+    back, _ = sample_codec.edge_input_from_proto(sample_codec.edge_input_to_proto(links, None))
+    assert back.input_id is None and torch.equal(back.col, links.col)
+
+
 @pytest.mark.parametrize("neg", [None, NegativeSampling("binary", 1.5), NegativeSampling("triplet", 3)])
 def test_edge_input_round_trip(neg: NegativeSampling | None) -> None:
     inputs = EdgeSamplerInput(
