@@ -85,8 +85,7 @@ def node_input_to_proto(inputs: NodeSamplerInput) -> graph_pb2.SampleFromNodesRe
     request = graph_pb2.SampleFromNodesRequest(
         input_type=node_type_to_proto(inputs.input_type), node=ids_to_proto(inputs.node)
     )
-    if inputs.input_id is not None:
-        request.input_id.CopyFrom(ids_to_proto(inputs.input_id))
+    _put_input_id(request, inputs.input_id)
     return request
 
 
@@ -101,6 +100,14 @@ def node_input_from_proto(request: graph_pb2.SampleFromNodesRequest) -> NodeSamp
     return NodeSamplerInput(
         input_id=input_id, node=node, input_type=node_type_from_proto(request.input_type)
     )
+
+
+def _put_input_id(
+    request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest, input_id: Tensor | None
+) -> None:
+    """Set the request's ``input_id`` unless there is none (PyG allows ``None``)."""
+    if input_id is not None:
+        request.input_id.CopyFrom(ids_to_proto(input_id))
 
 
 def _input_id_from_proto(
@@ -126,8 +133,7 @@ def edge_input_to_proto(
         col=ids_to_proto(inputs.col),
         label=optional_tensor_to_proto(inputs.label),
     )
-    if inputs.input_id is not None:
-        request.input_id.CopyFrom(ids_to_proto(inputs.input_id))
+    _put_input_id(request, inputs.input_id)
     if neg_sampling is not None:
         if neg_sampling.src_weight is not None or neg_sampling.dst_weight is not None:
             raise InvalidRequestError("weighted negative sampling is not supported yet")
@@ -148,11 +154,11 @@ def edge_input_from_proto(
     col = ids_from_proto(request.col, "col (destination ids)")
     input_id = _input_id_from_proto(request)
     label = optional_tensor_from_proto(request.label, "edge label")
-    links = input_id.numel() if input_id is not None else row.numel()
-    if not row.numel() == col.numel() == links:
+    counts = [row.numel(), col.numel(), *([] if input_id is None else [input_id.numel()])]
+    if len(set(counts)) > 1:
         raise InvalidRequestError(
-            f"row, col and input_id must have one entry per link, got "
-            f"{row.numel()}, {col.numel()} and {links}"
+            f"row, col{' and input_id' if input_id is not None else ''} must have one entry per "
+            f"link, got {' and '.join(map(str, counts))}"
         )
     if label is not None and label.size(0) != row.numel():
         raise InvalidRequestError(f"edge label has {label.size(0)} rows for {row.numel()} links")
