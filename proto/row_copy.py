@@ -28,6 +28,12 @@ _CACHE_LINE = 64
 def copy_rows(dst: np.ndarray, dst_at: np.ndarray, src: np.ndarray, src_at: np.ndarray) -> None:
     """``dst[dst_at[j]] = src[src_at[j]]`` for every j (2-D arrays of one dtype, indices in range)."""
     n, width = dst_at.shape[0], dst.shape[1]
+    if width == 1:  # a word per row (labels, masks): without the inner loops, twice as fast
+        for j in range(n):
+            if j + PREFETCH_AHEAD < n:
+                prefetch(src, (src_at[j + PREFETCH_AHEAD], 0))
+            dst[dst_at[j], 0] = src[src_at[j], 0]
+        return
     step = max(1, _CACHE_LINE // dst.itemsize)
     for j in range(n):
         if j + PREFETCH_AHEAD < n:
