@@ -60,8 +60,10 @@ class DegreeRanking:
         with self._lock:
             if node_type not in self._order:
                 order = np.argsort(-self._out_degree(node_type), kind="stable")
-                rank = np.empty_like(order)
-                rank[order] = np.arange(order.shape[0])
+                # int32 where it fits: every sampling request reads a rank per sampled node
+                small = order.shape[0] <= np.iinfo(np.int32).max
+                rank = np.empty(order.shape[0], dtype=np.int32 if small else np.int64)
+                rank[order] = np.arange(order.shape[0], dtype=rank.dtype)
                 self._order[node_type], self._rank[node_type] = order, rank
                 logger.info("ranked %d nodes of type %r by out-degree", order.shape[0], node_type)
             return self._order[node_type], self._rank[node_type]

@@ -36,7 +36,10 @@ class CacheSlot:
             for s in specs
         }
         self.policy = policy(static_rows, dynamic_rows) if policy and dynamic_rows else None
-        self.id2pos = np.full(max(s.shape[0] for s in specs), -1, dtype=np.int64)
+        # Positions are below the capacity: 4 bytes per node id of the graph halve the map
+        # (and the cache lines a lookup touches) whenever they fit.
+        self._position_dtype = np.int32 if self.capacity < np.iinfo(np.int32).max else np.int64
+        self.id2pos = np.full(max(s.shape[0] for s in specs), -1, dtype=self._position_dtype)
         self.pos2id = np.full(self.capacity, -1, dtype=np.int64)
         self.warmed_prefix = 0  # the static tier holds the first this-many ids of the warm list
         self.last_admitted = 0  # ids the dynamic tier admitted in the latest read
@@ -63,7 +66,7 @@ class CacheSlot:
     def ensure(self, max_id: int) -> None:
         """Grow the id map to cover ``max_id`` (nodes added after the cache was built)."""
         if max_id >= self.id2pos.shape[0]:
-            grown = np.full(max(max_id + 1, 2 * self.id2pos.shape[0]), -1, dtype=np.int64)
+            grown = np.full(max(max_id + 1, 2 * self.id2pos.shape[0]), -1, dtype=self._position_dtype)
             grown[: self.id2pos.shape[0]] = self.id2pos
             self.id2pos = grown
 

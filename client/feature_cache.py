@@ -109,8 +109,8 @@ class FeatureCache:
     """Feature rows by (node type, attr, global id), bounded by ``capacity_bytes`` of row storage.
 
     Args:
-        capacity_bytes: bytes of row storage shared by all node types; the id maps add 8 bytes
-            per node id (``index_bytes``).
+        capacity_bytes: bytes of row storage shared by all node types; the id maps add 4 bytes
+            per node id and 8 per cached row (``index_bytes``).
         attrs: the (node type, attr) pairs to cache, e.g. the server's tensor schema; any
             objects with ``group_name``, ``attr_name``, ``dtype`` and ``shape`` do.
         policy: one of ``POLICY_NAMES`` (default ``static+sieve``).
