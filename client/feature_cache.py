@@ -246,7 +246,7 @@ class FeatureCache:
             for name, out, r in zip(attr_names, outs, fetched):
                 r = slot.check_rows(name, wanted, r).to(self.device)
                 self._move_rows(out, todo, r, fetched_row[-1 - where[todo]])
-        if set(attr_names) == slot.storage.keys():
+        if slot.policy is not None and set(attr_names) == slot.storage.keys():  # static: only warm() fills
             row_at = np.empty(missing.shape[0], dtype=np.int64)  # a position of each missing id
             row_at[-1 - where[miss_at]] = miss_at
             with self._lock:
