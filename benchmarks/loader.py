@@ -14,7 +14,10 @@ the same seeds (1024 per batch, fanouts [15, 10]):
   socket only (no shared-memory segments), and with 2 loader worker processes;
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
   through the remote backend (20% static+SIEVE cache, prefetch 2);
-* the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M).
+* the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M);
+* paired rounds: the engine in memory and the target row (static 20% cache, prefetch 2) run
+  alternately ``--rounds`` times (default 3), each round's ratio and their median, because a
+  shared machine's speed drifts between the rows of one run.
 
 Per configuration: batches/s, feature MB/s delivered to the trainer, wire MB per batch (server
 Stats: socket bytes plus the reply bytes written into the trainer's shared-memory segments),
@@ -59,6 +62,8 @@ from gnnstore.stores.data_dir import open_stores
 RESULTS = Path(__file__).resolve().parent / "results"
 NODE_ATTRS = ("x", "y", "train_mask", "val_mask", "test_mask")
 NUM_CLASSES = 10
+TARGET = "remote: static 20%, prefetch 2"
+"""The issue's target row: a 20% cache and prefetch 2, at 0.8x in-memory batches/s or better."""
 
 
 @dataclass(frozen=True)
@@ -310,6 +315,27 @@ def cpu_ceiling(target: Result, engine: Result, base: float) -> str:
     )
 
 
+def paired_rounds(engine: Phase, target: Phase, seeds: Tensor, rounds: int) -> list[tuple[Result, Result]]:
+    """The in-memory engine and the target row run alternately, ``rounds`` times: on a machine
+    whose speed drifts, each round's ratio compares the two at nearly the same moment."""
+    return [(in_fresh_process(engine, seeds), in_fresh_process(target, seeds)) for _ in range(rounds)]
+
+
+def paired_summary(rounds: list[tuple[Result, Result]]) -> str:
+    """One line: every round's batches/s and ratio, and the median ratio."""
+    if not rounds:
+        return ""
+    ratios = [target.batches_per_s / engine.batches_per_s for engine, target in rounds]
+    each = ", ".join(
+        f"{engine.batches_per_s:.1f} vs {target.batches_per_s:.1f} ({ratio:.2f}×)"
+        for (engine, target), ratio in zip(rounds, ratios)
+    )
+    return (
+        f"Paired rounds, in-memory engine vs {TARGET}, run alternately: {each}; "
+        f"median {float(np.median(ratios)):.2f}×.\n"
+    )
+
+
 def chart(results: list[Result], base: float, train_base: float, path: Path) -> None:
     """Bars of batches/s relative to in memory, with the issue's targets marked."""
     import matplotlib
@@ -342,6 +368,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10, help="batches before timing (fills caches)")
     parser.add_argument("--batches", type=int, default=200, help="batches timed per loader configuration")
     parser.add_argument("--train-batches", type=int, default=50, help="batches of the training epoch")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="paired rounds of the in-memory engine and the target row, alternately")
     parser.add_argument("--small", action="store_true", help="100k nodes, 20 batches, 10 training batches")
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a temporary folder")
     args = parser.parse_args()
@@ -383,7 +411,7 @@ def main() -> None:
                 for share in (0.05, 0.2) for policy in ("static", "sieve", "static+sieve")
             ]
             configs += [("remote: no cache", 0.0, "static", 0), ("remote: no cache, prefetch 2", 0.0, "static", 2)]
-            configs += [(f"remote: {p} 20%, prefetch 2", 0.2, p, 2) for p in ("static", "static+sieve")]
+            configs += [(TARGET, 0.2, "static", 2), ("remote: static+sieve 20%, prefetch 2", 0.2, "static+sieve", 2)]
             for name, share, policy, prefetch in configs:
                 results.append(in_fresh_process(
                     replace(remote, name=name, cache_fraction=share, policy=policy, prefetch=prefetch), seeds
@@ -411,6 +439,11 @@ def main() -> None:
                 prefetch=2,
             ), seeds)
             results += [memory_train, remote_train]
+            rounds = paired_rounds(
+                replace(common, name="in-memory: gnnstore engine", kind="engine"),
+                replace(remote, name=TARGET, cache_fraction=0.2, policy="static", prefetch=2),
+                seeds, args.rounds,
+            )
         draw = torch.randint(tenth_ids.numel(), (seeds.numel(),), generator=torch.Generator().manual_seed(1))
         tenth_seeds = tenth_ids[draw]  # with replacement: as many batches as on the full graph
         with ServerProcess(tenth_dir, "--read-only", log=work / "server-tenth.log", startup_timeout=3600) as small:
@@ -429,7 +462,8 @@ def main() -> None:
         f"fanouts {args.fanouts}; {args.batches} timed batches after {args.warmup} warm-up.\n"
         f"Trainer RSS, remote without cache: {full_rss:.0f} MB on the full graph vs {tenth.rss_mb:.0f} MB "
         f"with a tenth of the edges: {full_rss - tenth.rss_mb:+.0f} MB.\n"
-        + cpu_ceiling(named["remote: static 20%, prefetch 2"], named["in-memory: gnnstore engine"], base)
+        + cpu_ceiling(named[TARGET], named["in-memory: gnnstore engine"], base)
+        + paired_summary(rounds)
     )
     print("\n" + text + summary)
     RESULTS.mkdir(exist_ok=True)
