@@ -213,6 +213,14 @@ def test_ids_beyond_the_schema_grow_the_map() -> None:
     assert cache.lookup("paper", "x", torch.tensor([49]))[1].all()
 
 
+def test_id_maps_cost_four_bytes_a_node_id_and_eight_a_cached_row() -> None:
+    x = torch.randn(2000, 2)
+    src, cache = Source(x), make_cache(x[:1000], 100, "static+sieve")
+    assert cache.index_bytes == 1000 * 4 + 100 * 8
+    assert torch.equal(cache.read("paper", "x", torch.tensor([1999, 7]), src), x[[1999, 7]])
+    assert cache.index_bytes == 2000 * 4 + 100 * 8  # grown, still 4 bytes an id
+
+
 def test_bad_input_is_refused_and_loses_nothing() -> None:
     x = torch.randn(20, 2)
     src, cache = Source(x), make_cache(x, 20, "sieve")
