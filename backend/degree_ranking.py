@@ -21,6 +21,9 @@ from gnnstore.proto.errors import InvalidRequestError, NotFoundError
 
 logger = logging.getLogger(__name__)
 
+KEPT_HOT_MASKS = 4
+"""Hot masks kept (node type and count); clients of one server mostly share a cache size."""
+
 
 class DegreeRanking:
     """Per node type, global ids by out-degree, highest first (ties: ascending id).
@@ -33,7 +36,7 @@ class DegreeRanking:
         self._snapshot = snapshot
         self._lock = threading.Lock()
         self._order: dict[NodeType | None, np.ndarray] = {}
-        self._rank: dict[NodeType | None, np.ndarray] = {}
+        self._hot: dict[tuple[NodeType | None, int], np.ndarray] = {}  # the latest few hot masks
 
     @property
     def version(self) -> str:
@@ -49,24 +52,32 @@ class DegreeRanking:
         """
         if k < 0:
             raise InvalidRequestError(f"k must be >= 0, got {k}")
-        order, _ = self._ranked(node_type)
-        return torch.from_numpy(order[:k].copy())
+        return torch.from_numpy(self._ranked(node_type)[:k].copy())
 
-    def rank(self, node_type: NodeType | None) -> np.ndarray:
-        """Each node's position in the ranking (0 = highest out-degree), indexed by global id."""
-        return self._ranked(node_type)[1]
+    def hot_mask(self, node_type: NodeType | None, count: int) -> np.ndarray:
+        """Whether each node (by global id) is among the ``count`` highest-ranked.
 
-    def _ranked(self, node_type: NodeType | None) -> tuple[np.ndarray, np.ndarray]:
+        Every sampling request of a client with a hot set reads this for each sampled node: a
+        byte per node stays in the CPU's caches where a rank per node would not.
+        """
+        order = self._ranked(node_type)
+        key = (node_type, min(count, order.shape[0]))
+        with self._lock:
+            mask = self._hot.get(key)
+            if mask is None:
+                mask = np.zeros(order.shape[0], dtype=bool)
+                mask[order[: key[1]]] = True
+                if len(self._hot) >= KEPT_HOT_MASKS:
+                    self._hot.pop(next(iter(self._hot)))
+                self._hot[key] = mask
+            return mask
+
+    def _ranked(self, node_type: NodeType | None) -> np.ndarray:
         with self._lock:
             if node_type not in self._order:
-                order = np.argsort(-self._out_degree(node_type), kind="stable")
-                # int32 where it fits: every sampling request reads a rank per sampled node
-                small = order.shape[0] <= np.iinfo(np.int32).max
-                rank = np.empty(order.shape[0], dtype=np.int32 if small else np.int64)
-                rank[order] = np.arange(order.shape[0], dtype=rank.dtype)
-                self._order[node_type], self._rank[node_type] = order, rank
-                logger.info("ranked %d nodes of type %r by out-degree", order.shape[0], node_type)
-            return self._order[node_type], self._rank[node_type]
+                self._order[node_type] = np.argsort(-self._out_degree(node_type), kind="stable")
+                logger.info("ranked %d nodes of type %r by out-degree", self._order[node_type].shape[0], node_type)
+            return self._order[node_type]
 
     def _out_degree(self, node_type: NodeType | None) -> np.ndarray:
         snapshot = self._snapshot

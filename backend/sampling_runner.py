@@ -191,7 +191,7 @@ class SamplingRunner:
         prefix = request.hot.get(group)
         if prefix is not None and prefix.count:
             if self.ranking is not None and prefix.version == self.ranking.version:
-                keep &= self.ranking.rank(group)[ids] >= prefix.count
+                keep &= ~self.ranking.hot_mask(group, prefix.count)[ids]
             else:
                 logger.debug("hot prefix of version %r ignored: the ranking differs", prefix.version)
         known = request.known.get(group)

@@ -14,7 +14,8 @@ def test_homogeneous_ranking_by_out_degree_ties_by_id() -> None:
     ranking = DegreeRanking(TopologySnapshot.from_edge_index(edge_index, 6, version="v7"))
     assert ranking.top(None, 6).tolist() == [3, 1, 0, 4, 2, 5]  # 0 and 4 tie: lower id first
     assert ranking.top(None, 2).tolist() == [3, 1] and ranking.top(None, 99).numel() == 6
-    assert ranking.rank(None).tolist() == [2, 1, 4, 0, 3, 5]
+    assert ranking.hot_mask(None, 2).tolist() == [False, True, False, True, False, False]
+    assert ranking.hot_mask(None, 0).sum() == 0 and ranking.hot_mask(None, 99).all()
     assert ranking.version == "v7"
 
 
