@@ -15,9 +15,10 @@ the same seeds (1024 per batch, fanouts [15, 10]):
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
   through the remote backend (20% static+SIEVE cache, prefetch 2);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M);
-* paired rounds: the engine in memory and the target row (static 20% cache, prefetch 2) run
-  alternately ``--rounds`` times (default 3), each round's ratio and their median, because a
-  shared machine's speed drifts between the rows of one run.
+* paired rounds: the engine in memory and the target row (static 20% cache, prefetch 2), shared
+  and with the server on its own cores, run back to back ``--rounds`` times (default 3), with
+  each round's ratio and their median, because a shared machine's speed drifts between the
+  rows of one run.
 
 Per configuration: batches/s, feature MB/s delivered to the trainer, wire MB per batch (server
 Stats: socket bytes plus the reply bytes written into the trainer's shared-memory segments),
@@ -315,25 +316,26 @@ def cpu_ceiling(target: Result, engine: Result, base: float) -> str:
     )
 
 
-def paired_rounds(engine: Phase, target: Phase, seeds: Tensor, rounds: int) -> list[tuple[Result, Result]]:
-    """The in-memory engine and the target row run alternately, ``rounds`` times: on a machine
-    whose speed drifts, each round's ratio compares the two at nearly the same moment."""
-    return [(in_fresh_process(engine, seeds), in_fresh_process(target, seeds)) for _ in range(rounds)]
+def paired_rounds(engine: Phase, remotes: list[Phase], seeds: Tensor, rounds: int) -> list[list[Result]]:
+    """The in-memory engine and each of ``remotes`` run back to back, ``rounds`` times: on a
+    machine whose speed drifts, each round's ratios compare rows measured minutes apart at most."""
+    return [[in_fresh_process(p, seeds) for p in (engine, *remotes)] for _ in range(rounds)]
 
 
-def paired_summary(rounds: list[tuple[Result, Result]]) -> str:
-    """One line: every round's batches/s and ratio, and the median ratio."""
-    if not rounds:
-        return ""
-    ratios = [target.batches_per_s / engine.batches_per_s for engine, target in rounds]
-    each = ", ".join(
-        f"{engine.batches_per_s:.1f} vs {target.batches_per_s:.1f} ({ratio:.2f}×)"
-        for (engine, target), ratio in zip(rounds, ratios)
-    )
-    return (
-        f"Paired rounds, in-memory engine vs {TARGET}, run alternately: {each}; "
-        f"median {float(np.median(ratios)):.2f}×.\n"
-    )
+def paired_summary(rounds: list[list[Result]]) -> str:
+    """A line per remote row: every round's batches/s against the engine's, and the median ratio."""
+    lines = []
+    for column in range(1, len(rounds[0]) if rounds else 1):
+        ratios = [r[column].batches_per_s / r[0].batches_per_s for r in rounds]
+        each = ", ".join(
+            f"{r[0].batches_per_s:.1f} vs {r[column].batches_per_s:.1f} ({ratio:.2f}×)"
+            for r, ratio in zip(rounds, ratios)
+        )
+        lines.append(
+            f"Paired rounds, in-memory engine vs {rounds[0][column].phase.name}: {each}; "
+            f"median {float(np.median(ratios)):.2f}×.\n"
+        )
+    return "".join(lines)
 
 
 def chart(results: list[Result], base: float, train_base: float, path: Path) -> None:
@@ -420,7 +422,7 @@ def main() -> None:
                 remote, name="remote: static 20%, prefetch 4", cache_fraction=0.2, policy="static", prefetch=4,
             ), seeds))
             results.append(in_fresh_process(replace(
-                remote, name="remote: static 20%, prefetch 2, server on its own cores", cache_fraction=0.2,
+                remote, name=f"{TARGET}, server on its own cores", cache_fraction=0.2,
                 policy="static", prefetch=2, apart=True,
             ), seeds))
             results.append(in_fresh_process(replace(  # what shared-memory replies bring
@@ -439,9 +441,10 @@ def main() -> None:
                 prefetch=2,
             ), seeds)
             results += [memory_train, remote_train]
+            target = replace(remote, name=TARGET, cache_fraction=0.2, policy="static", prefetch=2)
             rounds = paired_rounds(
                 replace(common, name="in-memory: gnnstore engine", kind="engine"),
-                replace(remote, name=TARGET, cache_fraction=0.2, policy="static", prefetch=2),
+                [target, replace(target, name=f"{TARGET}, server on its own cores", apart=True)],
                 seeds, args.rounds,
             )
         draw = torch.randint(tenth_ids.numel(), (seeds.numel(),), generator=torch.Generator().manual_seed(1))
