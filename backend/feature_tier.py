@@ -33,15 +33,10 @@ import torch
 from torch import Tensor
 
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.proto.reply_segment import Allocate
 from gnnstore.proto.row_copy import copy_rows, row_words
 
 logger = logging.getLogger(__name__)
-
-
-class Allocate(Protocol):
-    """Makes an uninitialised tensor, as ``torch.empty`` does (or in a reply segment)."""
-
-    def __call__(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor: ...
 
 
 CURRENT = "CURRENT"

@@ -24,7 +24,7 @@ from gnnstore.proto.codec import (
 )
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
-from gnnstore.proto.reply_segment import SegmentRefused
+from gnnstore.proto.reply_segment import ReplyWriter, SegmentRefused
 from gnnstore.proto.sample_codec import (
     edge_input_from_proto,
     feature_request_from_proto,
@@ -145,33 +145,45 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
 
     def _sample_from_nodes(self, request: graph_pb2.SampleFromNodesRequest) -> graph_pb2.SampleResponse:
         options = request.options
+        segment, refused = self._writer(request)
         out = self._runner.sample_from_nodes(
-            node_input_from_proto(request), num_neighbors_from_proto(options), **_sampling_flags(options)
+            node_input_from_proto(request), num_neighbors_from_proto(options), **_sampling_flags(options),
+            allocate=None if segment is None else segment.empty,
         )
-        return self._reply(out, request, "SampleFromNodes")
+        return self._reply(out, request, "SampleFromNodes", segment, refused)
 
     def _sample_from_edges(self, request: graph_pb2.SampleFromEdgesRequest) -> graph_pb2.SampleResponse:
         options = request.options
         inputs, neg_sampling = edge_input_from_proto(request)
+        segment, refused = self._writer(request)
         out = self._runner.sample_from_edges(
-            inputs, neg_sampling, num_neighbors_from_proto(options), **_sampling_flags(options)
+            inputs, neg_sampling, num_neighbors_from_proto(options), **_sampling_flags(options),
+            allocate=None if segment is None else segment.empty,
         )
-        return self._reply(out, request, "SampleFromEdges")
+        return self._reply(out, request, "SampleFromEdges", segment, refused)
+
+    def _writer(
+        self, request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest
+    ) -> tuple[ReplyWriter | None, str]:
+        """A writer into the request's reply segment (``None`` if none was offered), or why it
+        was refused. The sampler writes its id tensors there at once."""
+        if not request.HasField("reply_segment"):
+            return None, ""
+        try:
+            return self._segments.writer(request.reply_segment), ""
+        except SegmentRefused as exc:
+            logger.info("reply segment refused: %s", exc)
+            return None, str(exc)
 
     def _reply(
         self,
         out: object,
         request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest,
         method: str,
+        segment: ReplyWriter | None,
+        refused: str,
     ) -> graph_pb2.SampleResponse:
-        """The sample's reply, its arrays in the request's reply segment when one was offered."""
-        segment, refused = None, ""
-        if request.HasField("reply_segment"):
-            try:
-                segment = self._segments.writer(request.reply_segment)
-            except SegmentRefused as exc:
-                logger.info("reply segment refused: %s", exc)
-                refused = str(exc)
+        """The sample's reply, its arrays in ``segment`` (the request's) when there is one."""
         reply = output_to_proto(out, segment)
         rows_wanted = feature_request_from_proto(request.features)
         rows = self._runner.gather_rows(out, rows_wanted, segment) if rows_wanted.attrs else []

@@ -32,6 +32,7 @@ from torch_geometric.typing import NodeType
 from gnnstore.backend.sampling_engine import Fanouts, SamplingEngine
 from gnnstore.backend.topology import TopologySnapshot, edge_ends
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto.reply_segment import Allocate
 from gnnstore.proto.sample_codec import seeded_call_seed
 
 __all__ = ["Fanouts", "SamplingEngine", "SnapshotNeighborSampler"]
@@ -50,6 +51,8 @@ class SnapshotNeighborSampler(BaseSampler):
             stream derived from ``(seed, worker id, i)``. ``None`` draws from torch's global
             generator, as PyG does, so ``torch.manual_seed`` repeats a run. Negatives are always
             drawn by PyG from torch's global generator.
+        allocate: makes the output id tensors (default ``torch.empty``); the server passes its
+            reply segment's, so a sample is written where the reply is read.
 
     Raises:
         NotFoundError: a fanout dict names an edge type the graph lacks.
@@ -64,6 +67,7 @@ class SnapshotNeighborSampler(BaseSampler):
         replace: bool = False,
         disjoint: bool = False,
         seed: int | None = None,
+        allocate: Allocate | None = None,
     ) -> None:
         if isinstance(engine_or_snapshot, TopologySnapshot):
             engine_or_snapshot = SamplingEngine(engine_or_snapshot)
@@ -79,6 +83,7 @@ class SnapshotNeighborSampler(BaseSampler):
         self.replace = bool(replace)
         self.disjoint = bool(disjoint)
         self.seed = seed
+        self.allocate = allocate
         self._calls = itertools.count()
 
     @property
@@ -126,6 +131,7 @@ class SnapshotNeighborSampler(BaseSampler):
             replace=self.replace,
             disjoint=self.disjoint,
             random_seed=self._call_seed(),
+            allocate=self.allocate,
         )
 
     def _call_seed(self) -> int | None:

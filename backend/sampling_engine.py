@@ -27,6 +27,7 @@ from torch_geometric.typing import EdgeType, NodeType
 from gnnstore.backend import sampling_kernels as kernels
 from gnnstore.backend.topology import TopologySnapshot, edge_ends, index_dtype
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto.reply_segment import Allocate
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ class SamplingEngine:
         replace: bool = False,
         disjoint: bool = False,
         random_seed: int | None = None,
+        allocate: Allocate | None = None,
     ) -> SamplerOutput | HeteroSamplerOutput:
         """Sample the multi-hop neighbourhood of ``seed`` (**global** ids).
 
@@ -159,6 +161,8 @@ class SamplingEngine:
             disjoint: give each seed its own subtree (``batch`` holds the seed index).
             random_seed: seed of this call's random stream; ``None`` draws one from torch's
                 global generator, so ``torch.manual_seed`` makes a run repeatable.
+            allocate: makes the output tensors (default ``torch.empty``), e.g. straight in a
+                reply segment so the server does not copy them there.
 
         Returns:
             ``node`` (global, seeds first and in order), ``row``/``col`` (local), ``edge``
@@ -173,9 +177,10 @@ class SamplingEngine:
         if random_seed is None:
             random_seed = int(torch.randint(1 << 62, ()))
         state = np.array([random_seed % _UINT64], np.uint64)
+        allocate = allocate or torch.empty
         if disjoint:
-            return self._output(self._run_disjoint(seeds, fanouts, bool(replace), state), True)
-        return self._output(self._run_shared(seeds, fanouts, bool(replace), state), False)
+            return self._output(self._run_disjoint(seeds, fanouts, bool(replace), state), True, allocate)
+        return self._output(self._run_shared(seeds, fanouts, bool(replace), state), False, allocate)
 
     def _seeds(self, seed: Tensor | Mapping[NodeType, Tensor]) -> dict[NodeType | None, np.ndarray]:
         """Seeds per node type as contiguous int64 arrays, every id checked against its range."""
@@ -254,12 +259,12 @@ class SamplingEngine:
             run.end_hop()
         return run
 
-    def _output(self, run: "_Run", disjoint: bool) -> SamplerOutput | HeteroSamplerOutput:
-        node = {nt: _tensor(parts) for nt, parts in run.nodes.items()}
-        batch = {nt: _tensor(parts) for nt, parts in run.batch.items()} if disjoint else None
-        row = {et: _tensor(run.rows[et]) for et in self.edge_types}
-        col = {et: _tensor(run.cols[et]) for et in self.edge_types}
-        edge = {et: _tensor(run.edges[et]) for et in self.edge_types}
+    def _output(self, run: "_Run", disjoint: bool, allocate: Allocate) -> SamplerOutput | HeteroSamplerOutput:
+        node = {nt: _tensor(parts, allocate) for nt, parts in run.nodes.items()}
+        batch = {nt: _tensor(parts, allocate) for nt, parts in run.batch.items()} if disjoint else None
+        row = {et: _tensor(run.rows[et], allocate) for et in self.edge_types}
+        col = {et: _tensor(run.cols[et], allocate) for et in self.edge_types}
+        edge = {et: _tensor(run.edges[et], allocate) for et in self.edge_types}
         if not self.is_hetero:
             return SamplerOutput(
                 node=node[None], row=row[None], col=col[None], edge=edge[None],
@@ -340,8 +345,12 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _tensor(parts: list[np.ndarray]) -> Tensor:
-    return torch.from_numpy(np.ascontiguousarray(_concat(parts), dtype=np.int64))
+def _tensor(parts: list[np.ndarray], allocate: Allocate) -> Tensor:
+    """The hop parts joined into one int64 tensor made by ``allocate``."""
+    out = allocate((sum(p.shape[0] for p in parts),), dtype=torch.int64)
+    if out.numel():
+        np.concatenate(parts, out=out.numpy())
+    return out
 
 
 def _check_ids(node_type: NodeType | None, ids: object, num_nodes: int) -> np.ndarray:

@@ -31,7 +31,7 @@ from gnnstore.backend.served_data import SamplerFactory
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.proto.codec import describe
 from gnnstore.proto.errors import InvalidRequestError
-from gnnstore.proto.reply_segment import ALIGNMENT, ReplyWriter
+from gnnstore.proto.reply_segment import ALIGNMENT, Allocate, ReplyWriter
 from gnnstore.proto.sample_codec import NodeRows, NumNeighbors, RowRequest, distinct_in_order
 
 logger = logging.getLogger(__name__)
@@ -95,15 +95,17 @@ class SamplingRunner:
         replace: bool,
         disjoint: bool,
         seed: int | None,
+        allocate: Allocate | None = None,
     ) -> SamplerOutput | HeteroSamplerOutput:
         """PyG's ``sample_from_nodes`` around global seed ids; metadata ``(input_id, None)``.
+        ``allocate`` makes the output id tensors where the sampler can (e.g. a reply segment).
 
         Raises:
             InvalidRequestError: no seeds, too many, an id out of range, or absurd fanouts.
             NotFoundError: an unknown node type.
         """
         self._check(inputs.node.numel(), "seed nodes", num_neighbors)
-        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed)
+        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed, allocate)
         return sampler.sample_from_nodes(inputs)
 
     def sample_from_edges(
@@ -115,8 +117,10 @@ class SamplingRunner:
         replace: bool,
         disjoint: bool,
         seed: int | None,
+        allocate: Allocate | None = None,
     ) -> SamplerOutput | HeteroSamplerOutput:
-        """PyG's ``sample_from_edges``: positives, negatives and metadata with local indices.
+        """PyG's ``sample_from_edges``: positives, negatives and metadata with local indices;
+        ``allocate`` as for ``sample_from_nodes``.
 
         Raises:
             InvalidRequestError: no links, too many, an id out of range, or absurd fanouts.
@@ -128,7 +132,7 @@ class SamplingRunner:
             generator = torch.Generator()
             generator.manual_seed(int(torch.randint(1 << 62, ())) if seed is None else seed)
             neg_sampling = _SeededNegativeSampling(neg_sampling, generator)
-        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed)
+        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed, allocate)
         return sampler.sample_from_edges(inputs, neg_sampling)
 
     def gather_rows(

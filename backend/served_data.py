@@ -26,6 +26,7 @@ from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import edge_ends
 from gnnstore.config import ServerConfig
 from gnnstore.proto.errors import GnnStoreError, InvalidRequestError, PreconditionError
+from gnnstore.proto.reply_segment import Allocate
 from gnnstore.proto.sample_codec import NumNeighbors
 from gnnstore.stores.data_dir import FEATURES, GRAPH, IDMAP, SNAPSHOTS, Stores, open_stores
 from gnnstore.stores.id_map import IdMap
@@ -37,8 +38,9 @@ FEATURE_TIER_DIR = "feature_tier"
 UNKNOWN_EDGE_COUNT = -1
 """Edge count reported when live sampling has no snapshot to count from."""
 
-SamplerFactory = Callable[[NumNeighbors, bool, bool, "int | None"], BaseSampler]
-"""``(num_neighbors, replace, disjoint, seed)`` → a PyG sampler for one request."""
+SamplerFactory = Callable[[NumNeighbors, bool, bool, "int | None", "Allocate | None"], BaseSampler]
+"""``(num_neighbors, replace, disjoint, seed, allocate)`` → a PyG sampler for one request;
+``allocate`` makes its output id tensors where the sampler can (``None``: ``torch.empty``)."""
 
 
 @dataclass(frozen=True)
@@ -162,10 +164,10 @@ def _snapshot(
     engine = SamplingEngine(snapshot)
 
     def make_sampler(
-        num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None
+        num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None, allocate: Allocate | None
     ) -> BaseSampler:
         return SnapshotNeighborSampler(
-            engine, num_neighbors, replace=replace, disjoint=disjoint, seed=seed
+            engine, num_neighbors, replace=replace, disjoint=disjoint, seed=seed, allocate=allocate
         )
 
     summary = GraphSummary(
@@ -192,8 +194,10 @@ def _live(
         raise PreconditionError("Neo4j holds no edges to sample; run `gnnstore ingest` first")
 
     def make_sampler(
-        num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None
+        num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None, allocate: Allocate | None
     ) -> BaseSampler:
+        # ``allocate`` goes unused: the live sampler's tensors come out of Cypher replies and
+        # are copied into a reply segment like any other.
         if replace or disjoint:
             raise InvalidRequestError(
                 "live Neo4j sampling is without replacement and not disjoint; serve with "

@@ -15,7 +15,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
-from gnnstore.backend.feature_tier import Allocate, FeatureTier, TierSnapshot
+from gnnstore.backend.feature_tier import FeatureTier, TierSnapshot
+from gnnstore.proto.reply_segment import Allocate
 from gnnstore.stores.row_index import resolve_index
 
 logger = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ import math
 import mmap
 import os
 import weakref
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -28,6 +29,12 @@ from . import graph_pb2
 SEGMENT_NAME = "gnnstore-reply"
 ALIGNMENT = 64
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+
+
+class Allocate(Protocol):
+    """Makes an uninitialised tensor, as ``torch.empty`` does (or in a reply segment: ``ReplyWriter.empty``)."""
+
+    def __call__(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor: ...
 
 
 class SegmentRefused(Exception):

@@ -87,6 +87,27 @@ def test_same_seed_same_batch_and_another_seed_another(engine: SamplingEngine) -
     assert torch.equal(first.edge, again.edge)
 
 
+@pytest.mark.parametrize("disjoint", [False, True])
+def test_outputs_are_made_by_the_given_allocator(engine: SamplingEngine, disjoint: bool) -> None:
+    made: list[torch.Tensor] = []
+
+    def allocate(shape: tuple[int, ...], *, dtype: torch.dtype) -> torch.Tensor:
+        made.append(torch.full(shape, -7, dtype=dtype))  # stale bytes must all be overwritten
+        return made[-1]
+
+    seeds = torch.arange(0, 64)
+    plain = engine.sample(seeds, [10, 5], disjoint=disjoint, random_seed=3)
+    sampler = SnapshotNeighborSampler(engine, [10, 5], disjoint=disjoint, seed=3, allocate=allocate)
+    placed = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds))
+    fields = ("node", "row", "col", "edge", *(("batch",) if disjoint else ()))
+    for field in fields:
+        tensor = getattr(placed, field)
+        assert any(tensor.data_ptr() == m.data_ptr() for m in made), field
+    again = engine.sample(seeds, [10, 5], disjoint=disjoint, random_seed=3, allocate=allocate)
+    for field in fields:
+        assert torch.equal(getattr(again, field), getattr(plain, field)), field
+
+
 def test_threads_share_one_engine(graph: Data, engine: SamplingEngine) -> None:
     src, dst = graph.edge_index
     expected = {s: engine.sample(torch.arange(s, s + 40), [8, 4], random_seed=s) for s in range(8)}
