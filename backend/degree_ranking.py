@@ -75,8 +75,9 @@ class DegreeRanking:
     def _ranked(self, node_type: NodeType | None) -> np.ndarray:
         with self._lock:
             if node_type not in self._order:
-                self._order[node_type] = np.argsort(-self._out_degree(node_type), kind="stable")
-                logger.info("ranked %d nodes of type %r by out-degree", self._order[node_type].shape[0], node_type)
+                order = np.argsort(-self._out_degree(node_type), kind="stable")
+                logger.info("ranked %d nodes of type %r by out-degree", order.shape[0], node_type)
+                self._order[node_type] = order
             return self._order[node_type]
 
     def _out_degree(self, node_type: NodeType | None) -> np.ndarray:
