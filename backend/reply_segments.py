@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.reply_segment import ReplyWriter, open_for_writing
+from gnnstore.proto.reply_segment import ReplyWriter, check_nonce, open_for_writing
 
 logger = logging.getLogger(__name__)
 
@@ -33,14 +33,17 @@ class ReplySegments:
         """A writer at the start of the segment ``message`` names.
 
         Raises:
-            SegmentRefused: the segment cannot be used (the reason is for the client).
+            SegmentRefused: the segment cannot be used, or the request does not prove it owns
+                it (the reason is for the client).
         """
         key = (message.pid, message.fd, message.inode, message.size)
         with self._lock:
             mapping = self._mapped.get(key)
             if mapping is not None:
                 self._mapped.move_to_end(key)
-                return ReplyWriter(mapping)
+        if mapping is not None:
+            check_nonce(mapping, message)  # every request, not only the one that mapped it
+            return ReplyWriter(mapping)
         mapping = open_for_writing(message)
         with self._lock:
             self._mapped[key] = mapping

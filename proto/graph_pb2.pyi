@@ -112,16 +112,18 @@ class HotNodesResponse(_message.Message):
     def __init__(self, ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., version: _Optional[str] = ...) -> None: ...
 
 class ReplySegment(_message.Message):
-    __slots__ = ("pid", "fd", "inode", "size")
+    __slots__ = ("pid", "fd", "inode", "size", "nonce")
     PID_FIELD_NUMBER: _ClassVar[int]
     FD_FIELD_NUMBER: _ClassVar[int]
     INODE_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
     pid: int
     fd: int
     inode: int
     size: int
-    def __init__(self, pid: _Optional[int] = ..., fd: _Optional[int] = ..., inode: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+    nonce: bytes
+    def __init__(self, pid: _Optional[int] = ..., fd: _Optional[int] = ..., inode: _Optional[int] = ..., size: _Optional[int] = ..., nonce: _Optional[bytes] = ...) -> None: ...
 
 class ReplySegmentUse(_message.Message):
     __slots__ = ("used", "refused", "needed_bytes", "placed_bytes")

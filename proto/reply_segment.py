@@ -1,22 +1,31 @@
 """Reply segments: shared memory through which a sample's arrays skip the socket on one host.
 
 A client on the server's host creates a memfd named ``gnnstore-reply``, sealed against
-shrinking and growing, keeps it open and names it in a sampling request by (pid, fd, inode,
-size). The server opens ``/proc/<pid>/fd/<fd>``, checks inode, size, seals and name, maps it,
-and writes the reply's arrays there; their ``Tensor`` messages carry an offset instead of
-bytes. The seal matters: a segment that could shrink under the server's mapping would make
-its writes fault. Where the server cannot open the segment (another host, container or user)
-it says why and sends every array inline. A segment serves one call at a time; the client
-reuses it only after a reply arrived, so a late write of a timed-out call never lands in
-another batch. The client decodes a reply in place: the batch's tensors are views of the
-segment, so the client lends it again only once none of them is referenced any more.
+shrinking and growing, writes a random 128-bit nonce into its first bytes, keeps it open and
+names it in a sampling request by (pid, fd, inode, size, nonce). The server opens
+``/proc/<pid>/fd/<fd>`` read-only, checks it is a sealed gnnstore segment of that inode and
+size, compares the nonce in constant time, and only then maps it writable (through its own
+read-only descriptor, so the file it checked is the file it writes) and writes the reply's
+arrays after the header; their ``Tensor`` messages carry an offset instead of bytes. The nonce
+makes the segment a capability: a process that cannot read the owner's memory cannot aim the
+server at it, even knowing pid, fd, inode and size. Every request is checked again, also
+against a mapping the server keeps. The seal matters too: a segment that could shrink under
+the server's mapping would make its writes fault. Where the server cannot open the segment
+(another host, container or user) it says why, naming no path, and sends every array inline.
+A segment serves one call at a time; the client reuses it only after a reply arrived, so a
+late write of a timed-out call never lands in another batch. The client decodes a reply in
+place: the batch's tensors are views of the segment, so the client lends it again only once
+none of them is referenced any more.
 """
 from __future__ import annotations
 
 import fcntl
+import hmac
 import math
 import mmap
 import os
+import secrets
+import stat
 import weakref
 from typing import Protocol
 
@@ -28,6 +37,9 @@ from . import graph_pb2
 
 SEGMENT_NAME = "gnnstore-reply"
 ALIGNMENT = 64
+NONCE_BYTES = 16
+HEADER_BYTES = ALIGNMENT
+"""The segment's first bytes hold the nonce; the server writes only past them."""
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
 
@@ -47,7 +59,7 @@ def aligned(nbytes: int) -> int:
 
 
 class ReplySegment:
-    """The client's side: a sealed memfd of ``size`` bytes, mapped read-write.
+    """The client's side: a sealed memfd of ``size`` bytes, mapped read-write, its nonce in the header.
 
     Pages cost memory only once written. ``view`` is the whole segment as bytes (writable: the
     tensors decoded from it are a batch's own, which a trainer may change in place);
@@ -66,8 +78,10 @@ class ReplySegment:
         self.size = size
         self.fd = fd
         self.view = np.frombuffer(self._map, dtype=np.uint8)
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        self.view[:NONCE_BYTES] = np.frombuffer(nonce, dtype=np.uint8)
         self.message = graph_pb2.ReplySegment(
-            pid=os.getpid(), fd=fd, inode=os.fstat(fd).st_ino, size=size
+            pid=os.getpid(), fd=fd, inode=os.fstat(fd).st_ino, size=size, nonce=nonce
         )
         self._close = weakref.finalize(self, os.close, fd)
 
@@ -78,33 +92,59 @@ class ReplySegment:
 
 
 def open_for_writing(message: graph_pb2.ReplySegment) -> mmap.mmap:
-    """The server's side: map the client's segment writable.
+    """The server's side: map the client's segment writable, once it proved it owns it.
 
     Raises:
-        SegmentRefused: the segment is not reachable from this process, or is not a sealed
-            gnnstore reply segment of the announced inode and size.
+        SegmentRefused: the segment is not reachable from this process, is not a sealed
+            gnnstore reply segment of the announced inode and size, or the request's nonce is
+            not the segment's. The message names no path.
     """
+    where = f"the reply segment (pid {message.pid}, fd {message.fd})"
+    if message.size <= HEADER_BYTES or len(message.nonce) != NONCE_BYTES:
+        raise SegmentRefused(f"{where}: a segment needs more than {HEADER_BYTES} bytes and a "
+                             f"{NONCE_BYTES}-byte nonce")
     path = f"/proc/{message.pid}/fd/{message.fd}"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        # Only regular files are opened at all: a FIFO or device named by a stranger could
+        # block the open or act on it.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise SegmentRefused(f"{where} is not a reply segment")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise SegmentRefused(
-            f"cannot open {path}: {exc.strerror} (is the client on this host?)"
-        ) from None
+        raise SegmentRefused(f"cannot open {where}: {exc.strerror} (is the client on this host?)") from None
     try:
-        target = os.readlink(path)
-        stat = os.fstat(fd)
-        if stat.st_ino != message.inode or not target.startswith(f"/memfd:{SEGMENT_NAME}"):
-            raise SegmentRefused(f"{path} is not the client's reply segment (it is {target})")
-        if stat.st_size < message.size or message.size == 0:
-            raise SegmentRefused(f"{path} holds {stat.st_size} bytes, not the {message.size} announced")
+        info = os.fstat(fd)
+        if info.st_ino != message.inode or not os.readlink(path).startswith(f"/memfd:{SEGMENT_NAME}"):
+            raise SegmentRefused(f"{where} is not the client's reply segment")
+        if info.st_size < message.size:
+            raise SegmentRefused(f"{where} holds {info.st_size} bytes, not the {message.size} announced")
         if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK == 0:
-            raise SegmentRefused(f"{path} is not sealed against shrinking")
-        return mmap.mmap(fd, message.size)
+            raise SegmentRefused(f"{where} is not sealed against shrinking")
+        with mmap.mmap(fd, HEADER_BYTES, prot=mmap.PROT_READ) as header:
+            check_nonce(header, message)
+        # Reopening our own descriptor writes to the very file checked above.
+        writable = os.open(f"/proc/self/fd/{fd}", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            return mmap.mmap(writable, message.size)
+        finally:
+            os.close(writable)
     except OSError as exc:
-        raise SegmentRefused(f"cannot map {path}: {exc.strerror}") from None
+        raise SegmentRefused(f"cannot map {where}: {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+def check_nonce(mapping: mmap.mmap, message: graph_pb2.ReplySegment) -> None:
+    """Refuse unless the request's nonce is the one in the segment's header (constant time).
+
+    Raises:
+        SegmentRefused: the nonces differ: the request does not come from the segment's owner.
+    """
+    if not hmac.compare_digest(mapping[:NONCE_BYTES], message.nonce):
+        raise SegmentRefused(
+            f"the reply segment (pid {message.pid}, fd {message.fd}): the request's nonce is not "
+            "the segment's (only the process that made the segment may offer it)"
+        )
 
 
 class ReplyWriter:
@@ -118,8 +158,8 @@ class ReplyWriter:
     def __init__(self, mapping: mmap.mmap) -> None:
         self._view = np.frombuffer(mapping, dtype=np.uint8)
         self._base = self._view.ctypes.data
-        self._end = 0
-        self.needed_bytes = self.placed_bytes = 0
+        self._end = HEADER_BYTES
+        self.needed_bytes, self.placed_bytes = HEADER_BYTES, 0
 
     def use(self) -> graph_pb2.ReplySegmentUse:
         """What the reply reports about the segment."""
@@ -143,7 +183,7 @@ class ReplyWriter:
         """The offset of ``raw`` (contiguous bytes) in the segment, copying it there unless
         ``empty`` made it there; None when it does not fit."""
         offset = raw.ctypes.data - self._base
-        if 0 <= offset and offset + raw.size <= self._end:
+        if HEADER_BYTES <= offset and offset + raw.size <= self._end:
             return offset
         placed = self.reserve(raw.size)
         if placed is None:

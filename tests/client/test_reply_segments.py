@@ -98,9 +98,12 @@ def test_a_segment_the_server_cannot_open_is_refused_and_the_reply_travels_inlin
     request = node_input_to_proto(NodeSamplerInput(input_id=torch.tensor([0, 1]), node=torch.tensor([4, 2])))
     request.options.CopyFrom(options_to_proto([3], replace=False, disjoint=False, seed=1))
     no_such_pid = (1 << 22) + 1  # above Linux's largest pid_max
-    request.reply_segment.CopyFrom(graph_pb2.ReplySegment(pid=no_such_pid, fd=3, inode=7, size=1 << 20))
+    request.reply_segment.CopyFrom(
+        graph_pb2.ReplySegment(pid=no_such_pid, fd=3, inode=7, size=1 << 20, nonce=bytes(16))
+    )
     reply = fs.connection.call("GraphService", "SampleFromNodes", request)
-    assert f"cannot open /proc/{no_such_pid}/fd/3" in reply.reply_segment.refused
+    assert f"cannot open the reply segment (pid {no_such_pid}, fd 3)" in reply.reply_segment.refused
+    assert "/proc" not in reply.reply_segment.refused
     assert not reply.reply_segment.used and reply.node[0].ids.data
     pool = ReplySegmentPool()
     segment = pool.acquire()

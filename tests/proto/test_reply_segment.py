@@ -12,6 +12,8 @@ from gnnstore.proto import codec, graph_pb2
 from gnnstore.proto.errors import InvalidRequestError
 from gnnstore.proto.reply_segment import (
     ALIGNMENT,
+    HEADER_BYTES,
+    NONCE_BYTES,
     ReplySegment,
     ReplyWriter,
     SegmentRefused,
@@ -79,7 +81,7 @@ def test_what_does_not_fit_travels_inline_and_the_needed_size_is_reported() -> N
     codec.tensor_to_proto(built_elsewhere, out)
     use = out.use()
     assert use.used and use.placed_bytes == 40
-    assert use.needed_bytes == 64 + 448 + 448  # each array counted once, aligned
+    assert use.needed_bytes == HEADER_BYTES + 64 + 448 + 448  # the header, then each array once, aligned
 
 
 def test_a_slice_without_a_segment_or_outside_it_is_refused(segment: ReplySegment) -> None:
@@ -94,27 +96,69 @@ def test_a_slice_without_a_segment_or_outside_it_is_refused(segment: ReplySegmen
         codec.tensor_from_proto(message, "rows", shared=shared(segment))
 
 
-def test_segments_that_are_not_the_clients_are_refused(segment: ReplySegment) -> None:
-    wrong_inode = graph_pb2.ReplySegment()
-    wrong_inode.CopyFrom(segment.message)
-    wrong_inode.inode += 1
-    with pytest.raises(SegmentRefused, match="not the client's reply segment"):
-        open_for_writing(wrong_inode)
-    missing = graph_pb2.ReplySegment(pid=segment.message.pid, fd=1 << 20, inode=1, size=64)
-    with pytest.raises(SegmentRefused, match="cannot open"):
-        open_for_writing(missing)
-    too_big = graph_pb2.ReplySegment()
-    too_big.CopyFrom(segment.message)
-    too_big.size = segment.size * 2
-    with pytest.raises(SegmentRefused, match="not the .* announced"):
-        open_for_writing(too_big)
+def _altered(segment: ReplySegment, **fields: object) -> graph_pb2.ReplySegment:
+    message = graph_pb2.ReplySegment()
+    message.CopyFrom(segment.message)
+    for name, value in fields.items():
+        setattr(message, name, value)
+    return message
+
+
+def test_segments_that_are_not_the_clients_are_refused_naming_no_path(segment: ReplySegment) -> None:
+    refusals = []
+    for message, reason in [
+        (_altered(segment, inode=segment.message.inode + 1), "not the client's reply segment"),
+        (_altered(segment, fd=1 << 20), "cannot open"),
+        (_altered(segment, size=segment.size * 2), "not the .* announced"),
+        (_altered(segment, nonce=bytes(NONCE_BYTES)), "nonce is not the segment's"),
+        (_altered(segment, nonce=b""), "16-byte nonce"),
+        (_altered(segment, size=HEADER_BYTES), "more than 64 bytes"),
+    ]:
+        with pytest.raises(SegmentRefused, match=reason) as refused:
+            open_for_writing(message)
+        refusals.append(str(refused.value))
+    # A file this process has open that is no memfd: refused without naming its path.
+    with open(__file__, "rb") as other:
+        stranger = _altered(segment, fd=other.fileno(), inode=os.fstat(other.fileno()).st_ino)
+        with pytest.raises(SegmentRefused, match="not the client's reply segment") as refused:
+            open_for_writing(stranger)
+        refusals.append(str(refused.value))
+    for text in refusals:
+        assert "/" not in text, text  # no /proc path, no readlink target
+
+
+def test_a_fifo_named_as_a_segment_is_refused_without_blocking(segment: ReplySegment) -> None:
+    read_end, write_end = os.pipe()
+    try:
+        message = _altered(segment, fd=read_end, inode=os.fstat(read_end).st_ino)
+        with pytest.raises(SegmentRefused, match="is not a reply segment"):
+            open_for_writing(message)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_the_nonce_lies_in_the_header_the_server_never_writes(segment: ReplySegment) -> None:
+    nonce = segment.message.nonce
+    assert len(nonce) == NONCE_BYTES and bytes(segment.view[:NONCE_BYTES]) == nonce
+    assert ReplySegment(4096).message.nonce != nonce  # random per segment
+    out = writer(segment)
+    offset, target = out.reserve(8)
+    assert offset >= HEADER_BYTES
+    target[:] = 255
+    out.empty((4,), dtype=torch.int64).fill_(-1)
+    assert bytes(segment.view[:NONCE_BYTES]) == nonce
 
 
 def test_an_unsealed_memfd_is_refused() -> None:
     fd = os.memfd_create("gnnstore-reply", os.MFD_ALLOW_SEALING)
     try:
         os.ftruncate(fd, 4096)
-        message = graph_pb2.ReplySegment(pid=os.getpid(), fd=fd, inode=os.fstat(fd).st_ino, size=4096)
+        nonce = os.urandom(NONCE_BYTES)
+        os.pwrite(fd, nonce, 0)
+        message = graph_pb2.ReplySegment(
+            pid=os.getpid(), fd=fd, inode=os.fstat(fd).st_ino, size=4096, nonce=nonce
+        )
         with pytest.raises(SegmentRefused, match="not sealed"):
             open_for_writing(message)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
