@@ -68,7 +68,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     def Stats(
         self, request: admin_pb2.StatsRequest, context: grpc.ServicerContext
     ) -> admin_pb2.StatsResponse:
-        """Request counts, latency percentiles and bytes per method since start-up."""
+        """Request counts, latency percentiles and bytes per method, and counts per client, since start-up."""
         with translate_errors(context, "AdminService.Stats"):
             reply = admin_pb2.StatsResponse(uptime_s=self._metrics.uptime_s())
             for method, record in sorted(self._metrics.snapshot().items()):
@@ -82,5 +82,14 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                     bytes_received=record.bytes_received,
                     bytes_sent=record.bytes_sent,
                     bytes_shared=record.bytes_shared,
+                )
+            for client, counts in sorted(self._metrics.clients().items()):
+                reply.clients.add(
+                    client=client,
+                    role=counts.role,
+                    requests=counts.requests,
+                    errors=counts.errors,
+                    bytes_received=counts.bytes_received,
+                    bytes_sent=counts.bytes_sent,
                 )
             return reply

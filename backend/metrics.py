@@ -1,6 +1,7 @@
-"""Per-method request counts, latencies and bytes, recorded by a server interceptor for Stats."""
+"""Per-method and per-client request counts, latencies and bytes, recorded by a server interceptor for Stats."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -10,6 +11,8 @@ from typing import Any
 
 import grpc
 import numpy as np
+
+from gnnstore.backend.auth import ANONYMOUS, Principal
 
 LATENCY_WINDOW = 10_000
 """Latencies kept per method for the percentiles (the most recent ones)."""
@@ -38,15 +41,30 @@ class MethodRecord:
         return float(np.mean(self.latencies_s)) * 1e3 if self.latencies_s else 0.0
 
 
+@dataclass
+class ClientRecord:
+    """Counters of one client identity (a token's name) since the server started."""
+
+    role: str
+    requests: int = 0
+    errors: int = 0
+    bytes_received: int = 0
+    bytes_sent: int = 0
+
+
 class Metrics:
-    """Thread-safe counters per method; ``snapshot()`` copies them for the Stats RPC."""
+    """Thread-safe counters per method and per client; ``snapshot()`` and ``clients()`` copy
+    them for the Stats RPC."""
 
     def __init__(self) -> None:
         self.started = time.monotonic()
         self._lock = threading.Lock()
         self._methods: dict[str, MethodRecord] = {}
+        self._clients: dict[str, ClientRecord] = {}
 
-    def record(self, method: str, seconds: float, received: int, ok: bool) -> None:
+    def record(
+        self, method: str, seconds: float, received: int, ok: bool, client: Principal = ANONYMOUS
+    ) -> None:
         """Count one finished call (its replies' bytes are counted by ``record_sent``)."""
         with self._lock:
             rec = self._methods.setdefault(method, MethodRecord())
@@ -54,11 +72,16 @@ class Metrics:
             rec.errors += 0 if ok else 1
             rec.bytes_received += received
             rec.latencies_s.append(seconds)
+            by_client = self._client(client)
+            by_client.requests += 1
+            by_client.errors += 0 if ok else 1
+            by_client.bytes_received += received
 
-    def record_sent(self, method: str, sent: int) -> None:
+    def record_sent(self, method: str, sent: int, client: Principal = ANONYMOUS) -> None:
         """Count the bytes of one reply message as it is serialised."""
         with self._lock:
             self._methods.setdefault(method, MethodRecord()).bytes_sent += sent
+            self._client(client).bytes_sent += sent
 
     def record_shared(self, method: str, placed: int) -> None:
         """Count the bytes of one reply written into the client's reply segment."""
@@ -80,20 +103,36 @@ class Metrics:
                 for name, r in self._methods.items()
             }
 
+    def clients(self) -> dict[str, ClientRecord]:
+        """A consistent copy of every client's counters."""
+        with self._lock:
+            return {name: dataclasses.replace(r) for name, r in self._clients.items()}
+
+    def _client(self, client: Principal) -> ClientRecord:
+        """The record of ``client`` (call under the lock)."""
+        record = self._clients.get(client.name)
+        if record is None:
+            record = self._clients[client.name] = ClientRecord(client.role)
+        return record
+
     def uptime_s(self) -> float:
         """Seconds since the counters started."""
         return time.monotonic() - self.started
 
 
 class MetricsInterceptor(grpc.ServerInterceptor):
-    """Times every gnnstore call and counts its message bytes into ``metrics``.
+    """Times every gnnstore call and counts its message bytes into ``metrics``, per method and
+    per client (``identify`` tells who made a call; default: everyone is ``ANONYMOUS``).
 
     Bytes are counted where the messages are (de)serialised, so no message is encoded twice
     just to be measured.
     """
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(
+        self, metrics: Metrics, identify: Callable[[grpc.HandlerCallDetails], Principal] | None = None
+    ) -> None:
         self._metrics = metrics
+        self._identify = identify or (lambda details: ANONYMOUS)
 
     def intercept_service(
         self,
@@ -104,6 +143,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or not method.startswith(SERVICE_PREFIX):
             return handler
+        client = self._identify(handler_call_details)
         deserialize = handler.request_deserializer or (lambda data: data)
         serialize = handler.response_serializer or (lambda message: message)
 
@@ -112,21 +152,22 @@ class MetricsInterceptor(grpc.ServerInterceptor):
 
         def write(message: Any) -> bytes:
             data = serialize(message)
-            self._metrics.record_sent(method, len(data))
+            self._metrics.record_sent(method, len(data), client)
             return data
 
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, handler.unary_unary), request_deserializer=read, response_serializer=write
+                self._unary(method, client, handler.unary_unary), request_deserializer=read,
+                response_serializer=write,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, handler.unary_stream), request_deserializer=read,
+                self._streaming(method, client, handler.unary_stream), request_deserializer=read,
                 response_serializer=write,
             )
         return handler
 
-    def _unary(self, method: str, behaviour: Callable) -> Callable:
+    def _unary(self, method: str, client: Principal, behaviour: Callable) -> Callable:
         def timed(sized_request: tuple[int, Any], context: grpc.ServicerContext) -> Any:
             (received, request), started, ok = sized_request, time.perf_counter(), False
             try:
@@ -134,17 +175,17 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 ok = True
                 return response
             finally:
-                self._metrics.record(method, time.perf_counter() - started, received, ok)
+                self._metrics.record(method, time.perf_counter() - started, received, ok, client)
 
         return timed
 
-    def _streaming(self, method: str, behaviour: Callable) -> Callable:
+    def _streaming(self, method: str, client: Principal, behaviour: Callable) -> Callable:
         def timed(sized_request: tuple[int, Any], context: grpc.ServicerContext) -> Iterator[Any]:
             (received, request), started, ok = sized_request, time.perf_counter(), False
             try:
                 yield from behaviour(request, context)
                 ok = True
             finally:
-                self._metrics.record(method, time.perf_counter() - started, received, ok)
+                self._metrics.record(method, time.perf_counter() - started, received, ok, client)
 
         return timed

@@ -38,11 +38,22 @@ _DEFAULTS = ServerConfig()
               help=f"Calls admitted at once.  [default: {_DEFAULTS.max_concurrent_rpcs}]")
 @click.option("--shutdown-grace-s", type=float,
               help=f"Seconds in-flight calls get on shutdown.  [default: {_DEFAULTS.shutdown_grace_s}]")
+@click.option("--auth-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="File of 'TOKEN ROLE [NAME]' lines (roles: reader, writer, admin); every call then "
+                   "needs a token. More entries: $GNNSTORE_AUTH_TOKENS. Re-read on SIGHUP.")
+@click.option("--insecure", is_flag=True, default=None,
+              help="Allow a non-loopback --host without tokens (anyone reaching the port may read and write).")
+@click.option("--tls-cert", type=click.Path(dir_okay=False, path_type=Path),
+              help="PEM certificate chain of the server: TLS on (with --tls-key).")
+@click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="PEM private key of --tls-cert.")
+@click.option("--tls-client-ca", type=click.Path(dir_okay=False, path_type=Path),
+              help="PEM CA: clients must present a certificate it signed (mutual TLS).")
 def serve_command(config_file: Path | None, **flags: object) -> None:
     """Serve a data directory over gRPC (FeatureService, GraphService, IdMapService, AdminService).
 
     Settings come from --config, then GNNSTORE_* variables (e.g. GNNSTORE_PORT), then flags.
     Prints one line with the bound address and the schema, then serves until SIGTERM/Ctrl-C.
+    Without tokens the server binds only a loopback --host; tokens never come from flags.
     """
     config = load_config(config_file, os.environ, flags)
     # Calls run on their own threads; torch's intra-op pool inside each call's small tensor ops

@@ -2,7 +2,9 @@
 
 ``GnnStoreServer(config).start()`` returns the bound address; ``serve(config, announce)`` also
 waits for SIGTERM/SIGINT and stops gracefully (in-flight calls get ``shutdown_grace_s`` to
-finish). This module alone builds the ``grpc.server``; the servicers only translate.
+finish), and re-reads the auth file on SIGHUP. This module alone builds the ``grpc.server``:
+its interceptors (metrics, then tokens and roles), its TLS credentials, and the rule that a
+server without tokens binds loopback only unless told ``insecure``. The servicers only translate.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from gnnstore.backend.admin_service import AdminServicer
+from gnnstore.backend.auth import AuthInterceptor, TokenTable, identify, load_tokens
 from gnnstore.backend.feature_service import FeatureServicer
 from gnnstore.backend.graph_service import GraphServicer
 from gnnstore.backend.idmap_service import IdMapServicer
@@ -26,7 +29,8 @@ from gnnstore.backend.sampling_runner import SamplingLimits, SamplingRunner
 from gnnstore.backend.served_data import ServedData, open_served_data
 from gnnstore.config import ServerConfig
 from gnnstore.proto import admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
-from gnnstore.proto.errors import PreconditionError
+from gnnstore.proto.errors import InvalidRequestError, PreconditionError
+from gnnstore.proto.network import is_loopback
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +55,7 @@ class GnnStoreServer:
         self.address: str | None = None
         self.data = data
         self.metrics = Metrics()
+        self.tokens: TokenTable | None = None
         self._server: grpc.Server | None = None
         self._sampling: futures.ThreadPoolExecutor | None = None
         self._health = health.HealthServicer(experimental_non_blocking=True)
@@ -59,14 +64,22 @@ class GnnStoreServer:
         """Open the data, bind, start serving and return the bound ``host:port``.
 
         Raises:
+            InvalidRequestError: the tokens or TLS files do not fit, or a non-loopback bind
+                without tokens and without ``insecure``.
             PreconditionError: the data directory is missing or unreadable, or the port is taken.
         """
         config = self.config
+        self.tokens = load_tokens(config.auth_file, config.auth_tokens)
+        _check_exposure(config, self.tokens)
+        credentials = _server_credentials(config)
         if self.data is None:
             self.data = open_served_data(config)
         try:
             self._server = self._build(self.data)
-            port = self._server.add_insecure_port(config.address)
+            if credentials is None:
+                port = self._server.add_insecure_port(config.address)
+            else:
+                port = self._server.add_secure_port(config.address, credentials)
         except RuntimeError as exc:
             self.data.close()
             raise PreconditionError(f"cannot listen on {config.address}: {exc}") from None
@@ -74,8 +87,19 @@ class GnnStoreServer:
         self.address = f"{config.host}:{port}"
         for name in ("", *SERVICE_NAMES):
             self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        logger.info("serving on %s", self.address)
+        logger.info(
+            "serving on %s (%s, %s)", self.address,
+            "no tokens" if self.tokens is None else f"{len(self.tokens)} token(s)",
+            "plaintext" if credentials is None else "mutual TLS" if config.tls_client_ca else "TLS",
+        )
         return self.address
+
+    def reload_tokens(self) -> None:
+        """Re-read the auth file (SIGHUP); a server started without tokens keeps having none."""
+        if self.tokens is None:
+            logger.warning("SIGHUP: this server was started without tokens; nothing to reload")
+        else:
+            self.tokens.reload()
 
     def startup_line(self) -> str:
         """One line: the bound address, the backend, the graph version, counts and feature schema."""
@@ -124,7 +148,11 @@ class GnnStoreServer:
         config = self.config
         server = grpc.server(
             futures.ThreadPoolExecutor(config.workers, thread_name_prefix="gnnstore-rpc"),
-            interceptors=[MetricsInterceptor(self.metrics)],
+            # Metrics first, so refused calls are counted too (as errors of "anonymous").
+            interceptors=[
+                MetricsInterceptor(self.metrics, identify(self.tokens)),
+                *([] if self.tokens is None else [AuthInterceptor(self.tokens)]),
+            ],
             options=_server_options(config),
             # Admit a bounded number of calls; beyond it callers get RESOURCE_EXHAUSTED at once
             # instead of queueing without limit behind slow samples.
@@ -168,6 +196,54 @@ def _label(key: object, count: int) -> str:
     return f"{key if isinstance(key, str) else '__'.join(key)}={count}"
 
 
+def _check_exposure(config: ServerConfig, tokens: TokenTable | None) -> None:
+    """Refuse to open a non-loopback port without tokens unless ``insecure`` says to (then warn).
+
+    Raises:
+        InvalidRequestError: a non-loopback host, no tokens and no ``insecure``.
+    """
+    if is_loopback(config.host):
+        return
+    if tokens is None and not config.insecure:
+        raise InvalidRequestError(
+            f"refusing to serve on {config.host} without tokens: anyone who reaches the port could "
+            "read and change the data. Add a token (a file of 'TOKEN ROLE' lines, roles reader, "
+            "writer, admin, given with --auth-file, or GNNSTORE_AUTH_TOKENS='TOKEN admin'; make "
+            "one with `python -c 'import secrets; print(secrets.token_urlsafe(32))'`), or pass "
+            "--insecure to serve an open port on purpose"
+        )
+    if tokens is None:
+        logger.warning("--insecure: serving %s without tokens; anyone who reaches it can read and change the data",
+                       config.host)
+    elif config.tls_cert is None:
+        logger.warning("serving %s without TLS: tokens and data cross the network in plaintext", config.host)
+
+
+def _server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    """TLS credentials from the configured PEM files (``None``: plaintext).
+
+    Raises:
+        InvalidRequestError: a file cannot be read (named by its setting, not its path).
+    """
+    if config.tls_cert is None:
+        return None
+    chain, key = _read_pem(config.tls_cert, "tls_cert"), _read_pem(config.tls_key, "tls_key")
+    client_ca = None if config.tls_client_ca is None else _read_pem(config.tls_client_ca, "tls_client_ca")
+    return grpc.ssl_server_credentials(
+        [(key, chain)], root_certificates=client_ca, require_client_auth=client_ca is not None
+    )
+
+
+def _read_pem(path: os.PathLike, setting: str) -> bytes:
+    try:
+        data = open(path, "rb").read()
+    except OSError as exc:
+        raise InvalidRequestError(f"{setting} cannot be read: {exc.strerror}") from None
+    if b"-----BEGIN " not in data:
+        raise InvalidRequestError(f"{setting} is not a PEM file (no '-----BEGIN' line)")
+    return data
+
+
 def _server_options(config: ServerConfig) -> list[tuple[str, Any]]:
     return [
         # A mini-batch with its feature rows is tens of MB; gRPC's 4 MB default refuses it.
@@ -197,7 +273,11 @@ def serve(config: ServerConfig, announce: Callable[[str], None]) -> None:
         logger.info("received %s; stopping (grace %.1f s)", name, config.shutdown_grace_s)
         stopping.set()
 
+    def on_hangup(signum: int, frame: object) -> None:
+        server.reload_tokens()
+
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
     try:
         server.start()
         announce(server.startup_line())

@@ -11,7 +11,15 @@ the negatives' global ids.
 ``Prefetcher(loader, depth=2)`` makes batches ahead while the trainer computes, measuring the
 trainer's stall per epoch.
 """
-from gnnstore.client.admin import MethodStats, ServerInfo, server_info, server_stats, wait_until_serving
+from gnnstore.client.admin import (
+    ClientStats,
+    MethodStats,
+    ServerInfo,
+    client_stats,
+    server_info,
+    server_stats,
+    wait_until_serving,
+)
 from gnnstore.client.channel import Connection
 from gnnstore.client.connect import connect
 from gnnstore.client.feature_cache import POLICY_NAMES, CacheStats, FeatureCache
@@ -28,6 +36,7 @@ __all__ = [
     "POLICY_NAMES",
     "AttrSchema",
     "CacheStats",
+    "ClientStats",
     "Connection",
     "EpochTiming",
     "FeatureCache",
@@ -39,6 +48,7 @@ __all__ = [
     "RemoteIdMap",
     "RemoteNeighborSampler",
     "ServerInfo",
+    "client_stats",
     "connect",
     "server_info",
     "server_stats",

@@ -1,4 +1,5 @@
-"""What a server holds and how it is doing: ``server_info``, ``server_stats``, ``wait_until_serving``."""
+"""What a server holds and how it is doing: ``server_info``, ``server_stats``, ``client_stats``,
+``wait_until_serving``."""
 from __future__ import annotations
 
 import time
@@ -40,6 +41,17 @@ class MethodStats:
     bytes_shared: int
 
 
+@dataclass(frozen=True)
+class ClientStats:
+    """One client identity's counters since the server started (its token's name and role)."""
+
+    role: str
+    requests: int
+    errors: int
+    bytes_received: int
+    bytes_sent: int
+
+
 def server_info(connection: Connection | str) -> ServerInfo:
     """The AdminService's Info, decoded to PyG's type conventions."""
     connection = as_connection(connection)
@@ -71,6 +83,19 @@ def server_stats(connection: Connection | str) -> dict[str, MethodStats]:
             m.bytes_shared,
         )
         for m in reply.methods
+    }
+
+
+def client_stats(connection: Connection | str) -> dict[str, ClientStats]:
+    """The AdminService's Stats per client: token name (``anonymous`` without tokens) → counters.
+
+    Needs an admin token on a server with tokens.
+    """
+    connection = as_connection(connection)
+    reply = connection.call("AdminService", "Stats", admin_pb2.StatsRequest())
+    return {
+        c.client: ClientStats(c.role, c.requests, c.errors, c.bytes_received, c.bytes_sent)
+        for c in reply.clients
     }
 
 

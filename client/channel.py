@@ -4,9 +4,13 @@ A ``Connection`` is what remote stores and samplers hold instead of a channel: i
 channel on first use in each process (a channel made before ``fork()`` must not be used in the
 child) and drops it when pickled, so PyG's loaders can copy it into workers under fork and
 spawn. Its per-process ``reply_segments()`` pool lets a trainer on the server's host receive
-sampling replies through shared memory (see ``reply_segments.py``). A ``grpc.RpcError`` never
-leaves this module: it becomes a ``GnnStoreError``, looked up by the class name the server sent
-in the closed ``ERRORS_BY_NAME`` table, else by status.
+sampling replies through shared memory (see ``reply_segments.py``). Every call carries the
+bearer token (``token=`` or ``$GNNSTORE_TOKEN``), over TLS when asked (``tls=True`` trusts the
+system's CAs, a path names the CA that signed the server's certificate; ``client_cert`` and
+``client_key`` answer a server that wants mutual TLS). The certificates are read once, so a
+loader's worker processes need no access to the files. A ``grpc.RpcError`` never leaves this
+module: it becomes a ``GnnStoreError``, looked up by the class name the server sent in the
+closed ``ERRORS_BY_NAME`` table, else by status.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -30,11 +35,16 @@ from gnnstore.proto.errors import (
     ServerUnavailableError,
 )
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES
+from gnnstore.proto.network import is_loopback
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30.0
 """Deadline of one call unless the caller gives another."""
+
+TOKEN_ENV = "GNNSTORE_TOKEN"
+TLS_CA_ENV = "GNNSTORE_TLS_CA"
+_TLS_WORDS = ("ssl", "tls", "handshake", "certificate")
 
 _STUBS = {
     "FeatureService": feature_pb2_grpc.FeatureServiceStub,
@@ -54,6 +64,14 @@ class Connection:
         max_message_bytes: send and receive limit, mirroring the server's (default 256 MiB).
         shared_memory: offer shared-memory reply segments to sampling calls; ``None`` (default)
             does when the address is a loopback one and the platform has ``memfd_create``.
+        token: the bearer token every call carries (default ``$GNNSTORE_TOKEN``; none if unset).
+        tls: ``False`` plaintext; ``True`` TLS trusting the system's CAs; a path: TLS trusting
+            that PEM CA. ``None`` (default) is ``$GNNSTORE_TLS_CA`` if set, else plaintext.
+        client_cert, client_key: this client's PEM certificate and key, for mutual TLS.
+
+    Raises:
+        InvalidRequestError: a bad address or timeout, a certificate file that cannot be read,
+            or a client certificate without TLS.
     """
 
     def __init__(
@@ -63,6 +81,10 @@ class Connection:
         timeout: float = DEFAULT_TIMEOUT_S,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         shared_memory: bool | None = None,
+        token: str | None = None,
+        tls: bool | str | os.PathLike | None = None,
+        client_cert: str | os.PathLike | None = None,
+        client_key: str | os.PathLike | None = None,
     ) -> None:
         host, sep, port = address.rpartition(":")
         if not sep or not host or not port.isdigit():
@@ -72,7 +94,15 @@ class Connection:
         self.address = address
         self.timeout = float(timeout)
         self.max_message_bytes = int(max_message_bytes)
-        self.shared_memory = _is_loopback(host) if shared_memory is None else bool(shared_memory)
+        self.shared_memory = (
+            is_loopback(host) and hasattr(os, "memfd_create") if shared_memory is None else bool(shared_memory)
+        )
+        token = os.environ.get(TOKEN_ENV) if token is None else token
+        self._metadata = () if not token else (("authorization", f"Bearer {token}"),)
+        self._tls = _tls_material(tls, client_cert, client_key)
+        if token and self._tls is None and not is_loopback(host):
+            logger.warning("the token to %s travels in plaintext: connect with tls=... where the server has TLS",
+                           address)
         self._lock = threading.Lock()
         self._channel: grpc.Channel | None = None
         self._pid: int | None = None
@@ -80,7 +110,12 @@ class Connection:
         self._segments: ReplySegmentPool | None = None
 
     def __repr__(self) -> str:
-        return f"Connection({self.address!r}, timeout={self.timeout})"
+        return f"Connection({self.address!r}, timeout={self.timeout}, tls={self._tls is not None})"
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether calls travel over TLS."""
+        return self._tls is not None
 
     def __getstate__(self) -> dict[str, Any]:
         # Never ship a channel across fork or pickle: the other process opens its own.
@@ -101,7 +136,7 @@ class Connection:
         """
         deadline = self.timeout if timeout is None else timeout
         try:
-            return getattr(self._stub(service), method)(request, timeout=deadline)
+            return getattr(self._stub(service), method)(request, timeout=deadline, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise self._error(exc, f"{service}.{method}", deadline) from None
 
@@ -115,7 +150,7 @@ class Connection:
         """
         deadline = self.timeout if timeout is None else timeout
         try:
-            yield from getattr(self._stub(service), method)(request, timeout=deadline)
+            yield from getattr(self._stub(service), method)(request, timeout=deadline, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise self._error(exc, f"{service}.{method}", deadline) from None
 
@@ -152,7 +187,11 @@ class Connection:
         pid = os.getpid()
         if self._channel is None or self._pid != pid:
             # What is inherited through fork belongs to the parent: leave it alone.
-            self._channel = grpc.insecure_channel(self.address, options=self._options())
+            if self._tls is None:
+                self._channel = grpc.insecure_channel(self.address, options=self._options())
+            else:
+                credentials = grpc.ssl_channel_credentials(*self._tls)
+                self._channel = grpc.secure_channel(self.address, credentials, options=self._options())
             self._pid, self._stubs, self._segments = pid, {}, None
             logger.debug("opened channel to %s in process %d", self.address, pid)
 
@@ -180,20 +219,58 @@ class Connection:
                 f"gnnstore server at {self.address} did not answer {rpc} within {deadline:g} s"
             )
         if code == grpc.StatusCode.UNAVAILABLE:
+            if any(word in details.lower() for word in _TLS_WORDS):
+                return ServerUnavailableError(
+                    f"TLS with the gnnstore server at {self.address} failed ({details}); check "
+                    "that tls= names the CA that signed the server's certificate, and client_cert/"
+                    "client_key where the server wants mutual TLS"
+                )
+            hint = (
+                " (if it serves TLS, connect with tls=True or the CA's path)" if self._tls is None
+                else " (this client speaks TLS: if the server wants mutual TLS, pass client_cert and "
+                "client_key; if it serves plaintext, tls=False)"
+            )
             return ServerUnavailableError(
                 f"gnnstore server at {self.address} is unavailable ({details}); "
-                f"is `gnnstore serve` running there?"
+                f"is `gnnstore serve` running there?{hint}"
             )
         name = dict(exc.trailing_metadata() or ()).get(ERROR_CLASS_KEY)
         cls = ERRORS_BY_NAME.get(name) or ERRORS_BY_STATUS.get(code, GnnStoreError)
         return cls(details or f"{rpc} failed with {code.name}")
 
 
-def _is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine's loopback interface (and memfds exist here)."""
-    host = host.strip("[]")
-    loopback = host == "localhost" or host.startswith("127.") or host == "::1"
-    return loopback and hasattr(os, "memfd_create")
+def _tls_material(
+    tls: bool | str | os.PathLike | None,
+    client_cert: str | os.PathLike | None,
+    client_key: str | os.PathLike | None,
+) -> tuple[bytes | None, bytes | None, bytes | None] | None:
+    """``(root CA, client key, client chain)`` for ``grpc.ssl_channel_credentials``, or ``None``.
+
+    Raises:
+        InvalidRequestError: a file cannot be read, or a client certificate without TLS or key.
+    """
+    if tls is None:
+        tls = os.environ.get(TLS_CA_ENV) or False
+    if (client_cert is None) != (client_key is None):
+        raise InvalidRequestError("client_cert and client_key come together (mutual TLS)")
+    if tls is False:
+        if client_cert is not None:
+            raise InvalidRequestError("client_cert needs TLS: pass tls=True or the CA's path too")
+        return None
+    root = None if tls is True else _read_pem(tls, "tls")
+    if client_cert is None:
+        return root, None, None
+    return root, _read_pem(client_key, "client_key"), _read_pem(client_cert, "client_cert")
+
+
+def _read_pem(path: str | os.PathLike, what: str) -> bytes:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InvalidRequestError(f"{what} {path}: cannot read it ({exc.strerror})") from None
+    if b"-----BEGIN " not in data:
+        raise InvalidRequestError(f"{what} {path} is not a PEM file (no '-----BEGIN' line)")
+    return data
 
 
 def as_connection(connection: Connection | str) -> Connection:

@@ -1,6 +1,8 @@
 """``connect``: the PyG store pair for a running gnnstore server, optionally with a feature cache."""
 from __future__ import annotations
 
+import os
+
 import torch
 
 from gnnstore.client.channel import DEFAULT_TIMEOUT_S, Connection
@@ -22,6 +24,10 @@ def connect(
     cache_policy: str = DEFAULT_CACHE_POLICY,
     cache_device: str | torch.device = "cpu",
     shared_memory: bool | None = None,
+    token: str | None = None,
+    tls: bool | str | os.PathLike | None = None,
+    client_cert: str | os.PathLike | None = None,
+    client_key: str | os.PathLike | None = None,
 ) -> tuple[RemoteFeatureStore, RemoteGraphStore]:
     """``(feature_store, graph_store)`` for the server at ``address``, sharing one connection.
 
@@ -44,14 +50,24 @@ def connect(
         shared_memory: receive sampling replies through shared memory; ``None`` (default) tries
             when ``address`` is a loopback one and falls back to the socket if the server
             cannot reach this process's memory (another container, another user).
+        token: the bearer token of a server with tokens (default ``$GNNSTORE_TOKEN``); loader
+            workers inherit it under fork and spawn.
+        tls: ``True`` for TLS trusting the system's CAs, or the path of the PEM CA that signed
+            the server's certificate; ``None`` (default) is ``$GNNSTORE_TLS_CA`` if set, else
+            plaintext.
+        client_cert, client_key: PEM certificate and key of this client, for mutual TLS.
 
     Raises:
-        InvalidRequestError: an address that is not ``host:port``, a timeout <= 0, or a bad
-            cache size or policy.
-        ServerUnavailableError: a cache was asked for and the server cannot be reached.
+        InvalidRequestError: an address that is not ``host:port``, a timeout <= 0, a bad
+            cache size or policy, or a certificate file that cannot be read.
+        ServerUnavailableError: a cache was asked for and the server cannot be reached (also
+            when TLS fails: the message says so).
+        AuthenticationError, PermissionDeniedError: a cache was asked for and the token is
+            missing, unknown, or its role may not read.
     """
     connection = Connection(
-        address, timeout=timeout, max_message_bytes=max_message_bytes, shared_memory=shared_memory
+        address, timeout=timeout, max_message_bytes=max_message_bytes, shared_memory=shared_memory,
+        token=token, tls=tls, client_cert=client_cert, client_key=client_key,
     )
     fs, gs = RemoteFeatureStore(connection), RemoteGraphStore(connection)
     if cache_bytes:

@@ -4,10 +4,12 @@ Import the room you need: ``gnnstore.stores`` (PyG stores over Kùzu, Neo4j and 
 ``gnnstore.ingest``, ``gnnstore.backend`` (the gRPC service) and ``gnnstore.client``.
 """
 from gnnstore.proto.errors import (
+    AuthenticationError,
     GnnStoreError,
     InvalidRequestError,
     MalformedFileError,
     NotFoundError,
+    PermissionDeniedError,
     PreconditionError,
     ServerUnavailableError,
 )
@@ -15,10 +17,12 @@ from gnnstore.proto.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationError",
     "GnnStoreError",
     "InvalidRequestError",
     "MalformedFileError",
     "NotFoundError",
+    "PermissionDeniedError",
     "PreconditionError",
     "ServerUnavailableError",
     "__version__",

@@ -17,7 +17,7 @@ from gnnstore.proto.errors import InvalidRequestError, MalformedFileError
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES, MIN_MAX_MESSAGE_BYTES
 
 ENV_PREFIX = "GNNSTORE_"
-SECRETS = frozenset({"neo4j_password"})
+SECRETS = frozenset({"neo4j_password", "auth_tokens"})
 GRAPH_BACKENDS = ("kuzu", "neo4j")
 NEO4J_SAMPLING_MODES = ("snapshot", "live")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -45,6 +45,12 @@ class ServerConfig:
         max_concurrent_rpcs: calls admitted at once; more are refused with RESOURCE_EXHAUSTED.
         shutdown_grace_s: how long in-flight calls may run after SIGTERM/SIGINT.
         max_seeds, max_hops, max_fanout: limits of one sampling request.
+        auth_file: a file of ``token role [name]`` lines (roles: reader, writer, admin); every
+            call but the health check then needs a token (reloaded on SIGHUP).
+        auth_tokens: the same entries, comma-separated, only from ``GNNSTORE_AUTH_TOKENS``.
+        insecure: allow a non-loopback bind without tokens (an open port; logged as a warning).
+        tls_cert, tls_key: the server's PEM certificate chain and private key: TLS on.
+        tls_client_ca: a PEM CA; clients must then present a certificate it signed (mutual TLS).
     """
 
     data_dir: Path = Path("gnnstore-data")
@@ -64,6 +70,12 @@ class ServerConfig:
     max_seeds: int = 1 << 20
     max_hops: int = 8
     max_fanout: int = 10_000
+    auth_file: Path | None = None
+    auth_tokens: str | None = dataclasses.field(default=None, repr=False)
+    insecure: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))
@@ -93,6 +105,14 @@ class ServerConfig:
             (self.max_seeds >= 1, f"max_seeds must be >= 1, got {self.max_seeds}"),
             (self.max_hops >= 1, f"max_hops must be >= 1, got {self.max_hops}"),
             (self.max_fanout >= 1, f"max_fanout must be >= 1, got {self.max_fanout}"),
+            (
+                (self.tls_cert is None) == (self.tls_key is None),
+                "tls_cert and tls_key come together (the certificate chain and its private key)",
+            ),
+            (
+                self.tls_client_ca is None or self.tls_cert is not None,
+                "tls_client_ca (mutual TLS) needs tls_cert and tls_key too",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -180,7 +200,7 @@ def _parse(name: str, value: Any, source: str) -> Any:
             return int(value)
         if kind == "float":
             return float(value)
-        if kind == "Path":
+        if kind in ("Path", "Path | None"):
             return Path(value)
         return str(value)
     except (TypeError, ValueError):

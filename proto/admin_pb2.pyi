@@ -75,10 +75,28 @@ class MethodStats(_message.Message):
     bytes_shared: int
     def __init__(self, method: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., latency_p50_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., latency_mean_ms: _Optional[float] = ..., bytes_received: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_shared: _Optional[int] = ...) -> None: ...
 
+class ClientStats(_message.Message):
+    __slots__ = ("client", "role", "requests", "errors", "bytes_received", "bytes_sent")
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
+    client: str
+    role: str
+    requests: int
+    errors: int
+    bytes_received: int
+    bytes_sent: int
+    def __init__(self, client: _Optional[str] = ..., role: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., bytes_received: _Optional[int] = ..., bytes_sent: _Optional[int] = ...) -> None: ...
+
 class StatsResponse(_message.Message):
-    __slots__ = ("uptime_s", "methods")
+    __slots__ = ("uptime_s", "methods", "clients")
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
     METHODS_FIELD_NUMBER: _ClassVar[int]
+    CLIENTS_FIELD_NUMBER: _ClassVar[int]
     uptime_s: float
     methods: _containers.RepeatedCompositeFieldContainer[MethodStats]
-    def __init__(self, uptime_s: _Optional[float] = ..., methods: _Optional[_Iterable[_Union[MethodStats, _Mapping]]] = ...) -> None: ...
+    clients: _containers.RepeatedCompositeFieldContainer[ClientStats]
+    def __init__(self, uptime_s: _Optional[float] = ..., methods: _Optional[_Iterable[_Union[MethodStats, _Mapping]]] = ..., clients: _Optional[_Iterable[_Union[ClientStats, _Mapping]]] = ...) -> None: ...

@@ -57,7 +57,8 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Stats(self, request, context):
-        """Request counts, latencies and bytes per method since the server started.
+        """Request counts, latencies and bytes per method and per client since the server started
+        (admin role where the server has tokens).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

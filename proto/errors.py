@@ -46,6 +46,18 @@ class ServerUnavailableError(GnnStoreError, ConnectionError):
     status = grpc.StatusCode.UNAVAILABLE
 
 
+class AuthenticationError(GnnStoreError, PermissionError):
+    """The call carried no token, or one the server does not know (``UNAUTHENTICATED``)."""
+
+    status = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDeniedError(GnnStoreError, PermissionError):
+    """The token's role may not make this call, e.g. a reader's Put (``PERMISSION_DENIED``)."""
+
+    status = grpc.StatusCode.PERMISSION_DENIED
+
+
 ERROR_CLASS_KEY = "gnnstore-error-class"
 """Trailing-metadata key under which the server names the error class it raised."""
 
@@ -58,6 +70,8 @@ ERRORS_BY_NAME: dict[str, type[GnnStoreError]] = {
         NotFoundError,
         PreconditionError,
         ServerUnavailableError,
+        AuthenticationError,
+        PermissionDeniedError,
     )
 }
 
@@ -68,4 +82,6 @@ ERRORS_BY_STATUS: dict[grpc.StatusCode, type[GnnStoreError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: PreconditionError,
     grpc.StatusCode.UNAVAILABLE: ServerUnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: ServerUnavailableError,
+    grpc.StatusCode.UNAUTHENTICATED: AuthenticationError,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
 }
