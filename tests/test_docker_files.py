@@ -100,11 +100,14 @@ def test_environment_names_are_server_config_fields(service: str) -> None:
     assert volume[1] == env["GNNSTORE_DATA_DIR"] and volume[0] in COMPOSE["volumes"]
 
 
-def test_gnnstore_publishes_the_port_it_serves_on() -> None:
+def test_gnnstore_publishes_the_port_it_serves_on_this_hosts_loopback_and_needs_tokens() -> None:
     env = environment("gnnstore")
-    host_port, container_port = SERVICES["gnnstore"]["ports"][0].split(":")
+    host_ip, host_port, container_port = SERVICES["gnnstore"]["ports"][0].split(":")
     assert container_port == env["GNNSTORE_PORT"] == "50051" and host_port == "50051"
+    assert host_ip == "127.0.0.1"  # open it to the network on purpose, not by default
     assert env["GNNSTORE_HOST"] == "0.0.0.0"  # reachable through the published port
+    # Required like the Neo4j password: compose refuses to start without it.
+    assert env["GNNSTORE_AUTH_TOKENS"].startswith("${GNNSTORE_AUTH_TOKENS:?")
     expose = instructions("EXPOSE")
     assert expose == [env["GNNSTORE_PORT"]]
 
@@ -171,20 +174,30 @@ def test_healthcheck_speaks_grpc_health_and_fails_without_a_server() -> None:
     assert "Error" in result.stderr and "ImportError" not in result.stderr and "SyntaxError" not in result.stderr
 
 
-def test_healthcheck_passes_against_a_serving_health_service() -> None:
+@pytest.mark.parametrize("tls", [False, True])
+def test_healthcheck_passes_against_a_serving_health_service(tls: bool, tmp_path: Path) -> None:
     from concurrent import futures
 
     import grpc
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+    from certificates import make_pki
+
     (health_args,) = instructions("HEALTHCHECK")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    env = {k: v for k, v in os.environ.items() if k != "GNNSTORE_TLS_CA"}
+    if tls:
+        pki = make_pki(tmp_path)
+        credentials = grpc.ssl_server_credentials([(pki.server_key.read_bytes(), pki.server_cert.read_bytes())])
+        port = server.add_secure_port("127.0.0.1:0", credentials)
+        env["GNNSTORE_TLS_CA"] = str(pki.ca)
+    else:
+        port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        env = {**os.environ, "GNNSTORE_PORT": str(port)}
+        env = {**env, "GNNSTORE_PORT": str(port)}
         run = [sys.executable, "-c", exec_form(health_args)[2]]
         servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         assert subprocess.run(run, env=env, capture_output=True, timeout=60).returncode == 1
