@@ -3,11 +3,15 @@
 RocksDB stays the truth; the tier (``feature_tier.py``) holds contiguous arrays exported from
 it. Reads use the tier whenever it matches the store's version and fall back to the store
 otherwise, so a reply never mixes versions or serves stale rows. Every write goes to the store
-and then refreshes the tier (an export and an atomic swap), which is slow but rare.
+and then refreshes the tier (an export and an atomic swap), which is slow but rare. Writes run
+one at a time (concurrent refreshes would sweep each other's build folders), and a write
+answers by what the store committed: a refresh that fails afterwards is logged and reads come
+from RocksDB until the next one succeeds.
 """
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import numpy as np
@@ -35,6 +39,7 @@ class TieredFeatureStore(FeatureStore):
         super().__init__()
         self.store = store
         self.tier = tier
+        self._write_lock = threading.Lock()
 
     def tensor_schema(self) -> list[Any]:
         """The store's schema: group, attr, dtype and full shape of each attribute."""
@@ -83,14 +88,23 @@ class TieredFeatureStore(FeatureStore):
         return out
 
     def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
-        written = self.store.put_tensor(tensor, attr)
-        self.tier.refresh(self.store)
+        with self._write_lock:
+            written = self.store.put_tensor(tensor, attr)
+            self._refresh_tier()
         return written
 
     def _remove_tensor(self, attr: TensorAttr) -> bool:
-        removed = self.store.remove_tensor(attr)
-        self.tier.refresh(self.store)
+        with self._write_lock:
+            removed = self.store.remove_tensor(attr)
+            self._refresh_tier()
         return removed
+
+    def _refresh_tier(self) -> None:
+        """Bring the tier to the store's version; the write is committed whatever happens here."""
+        try:
+            self.tier.refresh(self.store)
+        except Exception:
+            logger.exception("feature tier refresh failed; reads come from RocksDB until the next write")
 
     def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
         return self.store.get_tensor_size(attr)

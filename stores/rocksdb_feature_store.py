@@ -7,6 +7,8 @@ Layout (raw-mode rocksdict, all integers big-endian so byte order is numeric ord
 * ``b"\\x00p" + slot`` marks a slot being bulk-loaded (removed on commit, swept on open);
 * ``b"\\x01" + slot (4 bytes) + id (8 bytes)`` -> the row's raw bytes (native little-endian).
 
+Writes are serialised by one lock per store (slot counter, version counter and metadata are
+read-modify-write), so concurrent writers never share a slot or lose a version bump.
 A (group, attr) owns one slot, so its rows are contiguous. A whole put (``index=None``)
 writes the rows into a fresh slot through an SST file, then switches the metadata to it,
 bumps the version and deletes the old slot's range in one WriteBatch: readers see the old
@@ -18,6 +20,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass
 from itertools import islice
@@ -116,6 +119,7 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
         self.path = Path(path)
         self.read_only = read_only
         self._db = open_rdict(self.path, read_only=read_only, what="feature store")
+        self._write_lock = threading.Lock()
         if not read_only:
             self._init_db()
         self._metas = self._load_metas()
@@ -177,13 +181,18 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
         group = check_group_name(attr.group_name)
         name = _check_attr_name(attr.attr_name)
         tensor = _as_tensor(tensor, group, name)
+        with self._write_lock:
+            return self._put_checked(group, name, tensor, attr.index)
+
+    def _put_checked(self, group: GroupName, name: str, tensor: Tensor, index: object) -> bool:
+        """The put of a checked tensor (call under the write lock)."""
         meta = self._metas.get((group, name))
-        if attr.index is None or (meta is None and _is_full_slice(attr.index)):
+        if index is None or (meta is None and _is_full_slice(index)):
             self._put_whole(group, name, tensor)
             return True
         if meta is None:
             meta = _Meta(-1, tensor.dtype, (0, *tensor.shape[1:]))
-        ids = resolve_index(attr.index, meta.shape[0], group, name, allow_append=True)
+        ids = resolve_index(index, meta.shape[0], group, name, allow_append=True)
         if ids.ndim == 0:
             ids = ids.reshape(1)
             if tuple(tensor.shape) == meta.shape[1:]:
@@ -206,15 +215,16 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
     def _remove_tensor(self, attr: TensorAttr) -> bool:
         self._check_writable()
         group, name = check_group_name(attr.group_name), attr.attr_name
-        meta = self._metas.get((group, name))
-        if meta is None:
-            return False
-        wb = WriteBatch(raw_mode=True)
-        wb.delete(_meta_key(group, name))
-        wb.delete_range(*_slot_range(meta.slot))
-        self._bump_version(wb)
-        self._db.write(wb)
-        del self._metas[(group, name)]
+        with self._write_lock:
+            meta = self._metas.get((group, name))
+            if meta is None:
+                return False
+            wb = WriteBatch(raw_mode=True)
+            wb.delete(_meta_key(group, name))
+            wb.delete_range(*_slot_range(meta.slot))
+            self._bump_version(wb)
+            self._db.write(wb)
+            del self._metas[(group, name)]
         logger.info("feature %r.%r removed", group, name)
         return True
 
