@@ -87,6 +87,12 @@ class Phase:
     train: bool = False
     shared_memory: bool = True  # replies through shared-memory segments (else the socket only)
     apart: bool = False  # server and trainer each on half of the cores (the issue's "server on another core")
+    token: str = ""  # the bearer token of a server with tokens (an admin's: Stats is read too)
+    tls_ca: str = ""  # the CA file of a TLS server
+
+    def connection(self) -> dict[str, object]:
+        """``connect``'s arguments for this phase's server."""
+        return {"shared_memory": self.shared_memory, "token": self.token, "tls": self.tls_ca or False}
 
 
 @dataclass(frozen=True)
@@ -129,15 +135,14 @@ def _loader(phase: Phase, seeds: Tensor) -> tuple[object, object | None]:
             sampler = SnapshotNeighborSampler(TopologySnapshot.from_data(data), fanouts)
             loader = NodeLoader(data, node_sampler=sampler, input_nodes=seeds, batch_size=phase.batch_size)
     else:
-        fs, gs = connect(phase.address, shared_memory=phase.shared_memory)
+        fs, gs = connect(phase.address, **phase.connection())
         cache_bytes = int(phase.cache_fraction * sum(
             s.dtype.itemsize * int(np.prod(s.shape)) for s in fs.schema()
         ))
         if cache_bytes:
             fs.connection.close()
             fs, gs = connect(
-                phase.address, cache_bytes=cache_bytes, cache_policy=phase.policy,
-                shared_memory=phase.shared_memory,
+                phase.address, cache_bytes=cache_bytes, cache_policy=phase.policy, **phase.connection()
             )
             cache = fs.cache
         sampler = RemoteNeighborSampler(fs, fanouts, feature_store=fs)
@@ -146,10 +151,11 @@ def _loader(phase: Phase, seeds: Tensor) -> tuple[object, object | None]:
     return (Prefetcher(loader, depth=phase.prefetch) if phase.prefetch else loader), cache
 
 
-def _wire_bytes(address: str) -> int:
-    from gnnstore.client import server_stats
+def _wire_bytes(phase: Phase) -> int:
+    from gnnstore.client import Connection, server_stats
 
-    return sum(m.bytes_sent + m.bytes_shared + m.bytes_received for m in server_stats(address).values())
+    stats = server_stats(Connection(phase.address, **phase.connection()))
+    return sum(m.bytes_sent + m.bytes_shared + m.bytes_received for m in stats.values())
 
 
 def cpu_seconds(process: psutil.Process, with_children: bool = False) -> float:
@@ -194,7 +200,7 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
         next(batches)
     if cache is not None:
         cache.start_epoch()
-    wire = _wire_bytes(phase.address) if phase.address else 0
+    wire = _wire_bytes(phase) if phase.address else 0
     trainer, server = psutil.Process(), psutil.Process(phase.server_pid) if phase.server_pid else None
     trainer_cpu = cpu_seconds(trainer, with_children=True)
     server_cpu = cpu_seconds(server) if server is not None else 0.0
@@ -218,7 +224,7 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
     seconds = time.perf_counter() - started
     trainer_cpu = cpu_seconds(trainer, with_children=True) - trainer_cpu
     server_cpu = cpu_seconds(server) - server_cpu if server is not None else None
-    wire = (_wire_bytes(phase.address) - wire) / phase.batches / 1e6 if phase.address else None
+    wire = (_wire_bytes(phase) - wire) / phase.batches / 1e6 if phase.address else None
     close = getattr(loader, "close", None)
     if close is not None:
         close()
