@@ -48,11 +48,11 @@ def main() -> None:
     parser.add_argument("--out-degree-exponent", type=float, default=2.1)
     parser.add_argument("--batches", type=int, default=200, help="batches timed per row")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--small", action="store_true", help="100k nodes, 50 batches")
+    parser.add_argument("--small", action="store_true", help="100k nodes, 20 batches")
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a temporary folder")
     args = parser.parse_args()
     if args.small:
-        args.nodes, args.batches = 100_000, 50
+        args.nodes, args.batches = 100_000, 20
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(dir=args.work_dir, prefix="gnnstore-security-") as tmp:
         work = Path(tmp)
