@@ -19,7 +19,7 @@ from gnnstore.proto.codec import (
     tensor_to_proto,
 )
 from gnnstore.proto.common_pb2 import Tensor, TensorSchema
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto.errors import InvalidRequestError, NotFoundError, ResourceExhaustedError
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
 
 logger = logging.getLogger(__name__)
@@ -32,11 +32,13 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
         store: the feature store (or a read tier with the same interface).
         max_message_bytes: the server's message limit; a reply that would pass it is refused
             with a message saying to ask for fewer ids.
+        max_put_rows: the most rows one Put may write.
     """
 
-    def __init__(self, store: FeatureStore, max_message_bytes: int) -> None:
+    def __init__(self, store: FeatureStore, max_message_bytes: int, max_put_rows: int = 1 << 24) -> None:
         self._store = store
         self._max_message_bytes = max_message_bytes
+        self._max_put_rows = max_put_rows
 
     def ListTensorAttrs(
         self, request: feature_pb2.ListTensorAttrsRequest, context: grpc.ServicerContext
@@ -62,17 +64,25 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
     def MultiGet(
         self, request: feature_pb2.MultiGetRequest, context: grpc.ServicerContext
     ) -> feature_pb2.MultiGetResponse:
-        """Rows of several attributes per id list, all in one store call and one reply."""
+        """Rows of several attributes per id list, all in one store call and one reply; its size
+        is checked from the schema before any row is read."""
         with translate_errors(context, "FeatureService.MultiGet"):
-            attrs = []
+            row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._store.tensor_schema()}
+            attrs, nbytes = [], 0
             for i, query in enumerate(request.queries):
                 group = node_type_from_proto(query.group)
-                index = ids_from_proto(query.index, f"index of query {i} ({describe(group)})")
+                where = f"query {i} ({describe(group)})"
                 if not query.attr_names:
-                    raise InvalidRequestError(f"query {i} ({describe(group)}) names no attribute")
+                    raise InvalidRequestError(f"{where} names no attribute")
+                if len(set(query.attr_names)) < len(query.attr_names):
+                    twice = next(n for n in query.attr_names if list(query.attr_names).count(n) > 1)
+                    raise InvalidRequestError(f"{where} names attribute {twice!r} more than once")
+                rows = max(0, query.index.shape[0]) if query.index.shape else 1  # checked when decoded
+                nbytes += rows * sum(row_bytes.get((group, name), 0) for name in query.attr_names)
+                self._check_reply_size(nbytes, "MultiGet")
+                index = ids_from_proto(query.index, f"index of {where}")
                 attrs += [TensorAttr(group, name, index) for name in query.attr_names]
             tensors = self._store.multi_get_tensor(attrs) if attrs else []
-            self._check_reply_size(sum(t.element_size() * t.numel() for t in tensors), "MultiGet")
             return feature_pb2.MultiGetResponse(tensors=[tensor_to_proto(t) for t in tensors])
 
     def GetTensor(
@@ -87,6 +97,8 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
             if schema is None:
                 raise NotFoundError(f"{describe(group)} has no feature {name!r}")
             shape, row_bytes = schema.shape, max(1, schema.row_bytes)
+            if request.chunk_bytes < 0:
+                raise InvalidRequestError(f"chunk_bytes must be >= 0 (0: the default), got {request.chunk_bytes}")
             chunk_bytes = request.chunk_bytes or DEFAULT_CHUNK_BYTES
             rows = max(1, chunk_bytes // row_bytes)
             self._check_reply_size(rows * row_bytes, "GetTensor chunk")
@@ -101,6 +113,14 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
         """Write rows of one attribute (all of them, or at the given global ids)."""
         with translate_errors(context, "FeatureService.Put"):
             group, name = attr_key_from_proto(request.key)
+            shape = list(request.value.shape)
+            rows = shape[0] if shape else 1
+            if rows > self._max_put_rows:
+                raise ResourceExhaustedError(
+                    f"a Put of {rows:,} rows to {describe(group)}.{name} is over the server's limit of "
+                    f"{self._max_put_rows:,} rows a Put; split it, or raise the limit with "
+                    "`gnnstore serve --max-put-rows` (GNNSTORE_MAX_PUT_ROWS)"
+                )
             value = tensor_from_proto(request.value, f"value of {describe(group)}.{name}")
             index = None if request.all_rows else ids_from_proto(request.index, "Put index")
             written = self._store.put_tensor(value, group_name=group, attr_name=name, index=index)
@@ -119,7 +139,7 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
 
     def _check_reply_size(self, nbytes: int, what: str) -> None:
         if nbytes > self._max_message_bytes:
-            raise InvalidRequestError(
+            raise ResourceExhaustedError(
                 f"{what} reply would be {nbytes} bytes, over the server's message limit of "
                 f"{self._max_message_bytes}; ask for fewer ids per call"
             )

@@ -20,6 +20,9 @@ LATENCY_WINDOW = 10_000
 SERVICE_PREFIX = "/gnnstore.v1."
 """Only gnnstore's own services are measured (health watches are long-lived streams)."""
 
+UNPARSABLE = object()
+"""A request body protobuf could not parse (answered INVALID_ARGUMENT, not grpcio's INTERNAL)."""
+
 
 @dataclass
 class MethodRecord:
@@ -125,7 +128,8 @@ class MetricsInterceptor(grpc.ServerInterceptor):
     per client (``identify`` tells who made a call; default: everyone is ``ANONYMOUS``).
 
     Bytes are counted where the messages are (de)serialised, so no message is encoded twice
-    just to be measured.
+    just to be measured. Since every request is parsed here, a body that does not parse is
+    answered here too: ``INVALID_ARGUMENT`` saying so, where grpcio would answer ``INTERNAL``.
     """
 
     def __init__(
@@ -148,7 +152,10 @@ class MetricsInterceptor(grpc.ServerInterceptor):
         serialize = handler.response_serializer or (lambda message: message)
 
         def read(data: bytes) -> tuple[int, Any]:
-            return len(data), deserialize(data)
+            try:
+                return len(data), deserialize(data)
+            except Exception:  # any parse failure of a stranger's bytes is the request's fault
+                return len(data), UNPARSABLE
 
         def write(message: Any) -> bytes:
             data = serialize(message)
@@ -171,6 +178,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):
         def timed(sized_request: tuple[int, Any], context: grpc.ServicerContext) -> Any:
             (received, request), started, ok = sized_request, time.perf_counter(), False
             try:
+                _refuse_unparsable(request, method, context)
                 response = behaviour(request, context)
                 ok = True
                 return response
@@ -183,9 +191,19 @@ class MetricsInterceptor(grpc.ServerInterceptor):
         def timed(sized_request: tuple[int, Any], context: grpc.ServicerContext) -> Iterator[Any]:
             (received, request), started, ok = sized_request, time.perf_counter(), False
             try:
+                _refuse_unparsable(request, method, context)
                 yield from behaviour(request, context)
                 ok = True
             finally:
                 self._metrics.record(method, time.perf_counter() - started, received, ok, client)
 
         return timed
+
+
+def _refuse_unparsable(request: Any, method: str, context: grpc.ServicerContext) -> None:
+    if request is UNPARSABLE:
+        context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"the server could not parse the {method.rsplit('/', 1)[-1]} request: client and server "
+            "versions differ, or the message is not a gnnstore one",
+        )

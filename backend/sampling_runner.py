@@ -29,8 +29,10 @@ from torch_geometric.typing import NodeType
 from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.served_data import SamplerFactory
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
+from gnnstore.backend.topology import edge_ends
+from gnnstore.backend.work_budget import GraphBounds, sampled_edges_bound
 from gnnstore.proto.codec import describe
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.proto.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.proto.reply_segment import ALIGNMENT, Allocate, ReplyWriter
 from gnnstore.proto.sample_codec import NodeRows, NumNeighbors, RowRequest, distinct_in_order
 
@@ -45,11 +47,15 @@ class SamplingLimits:
         max_seeds: seed nodes (or seed links) per request.
         max_hops: hops of fanouts.
         max_fanout: neighbours per node per hop (-1, all neighbours, is always allowed).
+        max_sample_edges: the bound of the edges a request may sample (``work_budget.py``).
+        max_reply_bytes: feature bytes one reply may gather.
     """
 
     max_seeds: int = 1 << 20
     max_hops: int = 8
     max_fanout: int = 10_000
+    max_sample_edges: int = 50_000_000
+    max_reply_bytes: int = 1 << 30
 
 
 class _SeededNegativeSampling(NegativeSampling):
@@ -71,6 +77,7 @@ class SamplingRunner:
         make_sampler: builds the PyG sampler of one request from its options.
         feature_store: where rows of sampled nodes are read (the read tier over the store).
         limits: per-request limits.
+        bounds: the graph's sizes the work bound of a request is computed from.
         ranking: the out-degree ranking clients' hot sets come from (``None``: no snapshot,
             so hot prefixes are ignored and those rows are sent).
     """
@@ -80,11 +87,13 @@ class SamplingRunner:
         make_sampler: SamplerFactory,
         feature_store: TieredFeatureStore,
         limits: SamplingLimits,
+        bounds: GraphBounds,
         ranking: DegreeRanking | None = None,
     ) -> None:
         self._make_sampler = make_sampler
         self._features = feature_store
         self._limits = limits
+        self._bounds = bounds
         self.ranking = ranking
 
     def sample_from_nodes(
@@ -102,9 +111,11 @@ class SamplingRunner:
 
         Raises:
             InvalidRequestError: no seeds, too many, an id out of range, or absurd fanouts.
+            ResourceExhaustedError: the sample could be larger than ``max_sample_edges``.
             NotFoundError: an unknown node type.
         """
         self._check(inputs.node.numel(), "seed nodes", num_neighbors)
+        self._check_work({inputs.input_type: inputs.node.numel()}, num_neighbors, replace, disjoint)
         sampler = self._make_sampler(num_neighbors, replace, disjoint, seed, allocate)
         return sampler.sample_from_nodes(inputs)
 
@@ -124,10 +135,15 @@ class SamplingRunner:
 
         Raises:
             InvalidRequestError: no links, too many, an id out of range, or absurd fanouts.
+            ResourceExhaustedError: the sample could be larger than ``max_sample_edges``.
             NotFoundError: an unknown edge or node type.
         """
         amount = 0.0 if neg_sampling is None else float(neg_sampling.amount)
-        self._check(int(inputs.row.numel() * (1 + amount)), "seed links", num_neighbors)
+        links = int(inputs.row.numel() * (1 + amount))
+        self._check(links, "seed links", num_neighbors)
+        src, dst = edge_ends(inputs.input_type)
+        seeds = {src: 2 * links} if src == dst else {src: links, dst: links}  # both ends of each link
+        self._check_work(seeds, num_neighbors, replace, disjoint)
         if neg_sampling is not None:
             generator = torch.Generator()
             generator.manual_seed(int(torch.randint(1 << 62, ())) if seed is None else seed)
@@ -164,6 +180,7 @@ class SamplingRunner:
         else:
             ids = {g: torch.from_numpy(distinct_in_order(node_ids[g][keep])) for g, keep in lacking.items()}
         queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
+        self._check_reply_bytes(queries)
         placements = None
         if positions:
             placements = [(positions[g], nodes[g].numel()) for g, names in wanted.items() for _ in names]
@@ -200,8 +217,43 @@ class SamplingRunner:
                 logger.debug("hot prefix of version %r ignored: the ranking differs", prefix.version)
         known = request.known.get(group)
         if known is not None and known.numel():
-            keep &= ~np.isin(ids, known.numpy(), kind="table")  # a bitmap over the id range
+            known = known.numpy()
+            count = self._bounds.num_nodes.get(group, 0)
+            low, high = int(known.min()), int(known.max())
+            if low < 0 or high >= count:
+                raise InvalidRequestError(
+                    f"known id {low if low < 0 else high} of {describe(group)} is out of range "
+                    f"(valid ids: 0..{count - 1})"
+                )
+            keep &= ~np.isin(ids, known, kind="table")  # a bitmap over the id range
         return keep
+
+    def _check_work(
+        self, seeds: dict[NodeType | None, int], num_neighbors: NumNeighbors, replace: bool, disjoint: bool
+    ) -> None:
+        """Refuse a request whose sample could pass ``max_sample_edges``, before sampling."""
+        per_type = num_neighbors if isinstance(num_neighbors, dict) else {None: list(num_neighbors)}
+        bound = sampled_edges_bound(seeds, per_type, self._bounds, replace=replace, disjoint=disjoint)
+        limit = self._limits.max_sample_edges
+        if bound > limit:
+            raise ResourceExhaustedError(
+                f"this request could sample up to {bound:,} edges ({sum(seeds.values()):,} seeds, fanouts "
+                f"{_fanouts(per_type)}, replace={replace}, disjoint={disjoint}), over the server's "
+                f"limit of {limit:,}; use fewer seeds or smaller fanouts, or raise the limit with "
+                "`gnnstore serve --max-sample-edges` (GNNSTORE_MAX_SAMPLE_EDGES)"
+            )
+
+    def _check_reply_bytes(self, queries: list[TensorAttr]) -> None:
+        """Refuse to gather more feature bytes than ``max_reply_bytes``, before gathering."""
+        row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._features.tensor_schema()}
+        need = sum(len(q.index) * row_bytes.get((q.group_name, q.attr_name), 0) for q in queries)
+        limit = self._limits.max_reply_bytes
+        if need > limit:
+            raise ResourceExhaustedError(
+                f"the sampled nodes' feature rows are {need:,} bytes, over the server's limit of "
+                f"{limit:,} a reply; use fewer seeds or smaller fanouts, or raise the limit with "
+                "`gnnstore serve --max-reply-bytes` (GNNSTORE_MAX_REPLY_BYTES)"
+            )
 
     def _check(self, num_seeds: int, what: str, num_neighbors: NumNeighbors) -> None:
         limits = self._limits
@@ -224,3 +276,10 @@ class SamplingRunner:
                     f"fanouts {list(hops)}{where} exceed the limit of {limits.max_fanout} "
                     f"neighbours per hop (use -1 for all neighbours)"
                 )
+
+
+def _fanouts(per_type: dict) -> str:
+    """Fanouts for a message: the list, or ``{edge type: list}``."""
+    if list(per_type) == [None]:
+        return str(list(per_type[None]))
+    return "{" + ", ".join(f"{describe(et)}: {list(k)}" for et, k in per_type.items()) + "}"

@@ -36,6 +36,11 @@ _DEFAULTS = ServerConfig()
               help="Threads that sample, for all clients (0: half the CPUs).  [default: 0]")
 @click.option("--max-concurrent-rpcs", type=int,
               help=f"Calls admitted at once.  [default: {_DEFAULTS.max_concurrent_rpcs}]")
+@click.option("--max-sample-edges", type=int,
+              help=f"Most edges one sampling request may cause.  [default: {_DEFAULTS.max_sample_edges}]")
+@click.option("--max-reply-bytes", type=int,
+              help=f"Most feature bytes one reply may gather.  [default: {_DEFAULTS.max_reply_bytes}]")
+@click.option("--max-put-rows", type=int, help=f"Most rows one Put may write.  [default: {_DEFAULTS.max_put_rows}]")
 @click.option("--shutdown-grace-s", type=float,
               help=f"Seconds in-flight calls get on shutdown.  [default: {_DEFAULTS.shutdown_grace_s}]")
 @click.option("--auth-file", type=click.Path(dir_okay=False, path_type=Path),

@@ -24,6 +24,7 @@ from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import edge_ends
+from gnnstore.backend.work_budget import GraphBounds
 from gnnstore.config import ServerConfig
 from gnnstore.proto.errors import GnnStoreError, InvalidRequestError, PreconditionError
 from gnnstore.proto.reply_segment import Allocate
@@ -69,6 +70,7 @@ class ServedData:
         summary: node and edge counts and the graph version.
         make_sampler: builds the PyG sampler of one request from its options.
         feature_reader: reads from the memory-mapped tier, writes through to RocksDB.
+        bounds: the sizes a request's work bound is computed from.
         ranking: nodes by out-degree for clients' hot sets (``None`` under live sampling).
     """
 
@@ -76,6 +78,7 @@ class ServedData:
     summary: GraphSummary
     make_sampler: SamplerFactory
     feature_reader: TieredFeatureStore
+    bounds: GraphBounds
     ranking: DegreeRanking | None = None
 
     @property
@@ -106,15 +109,16 @@ def open_served_data(config: ServerConfig) -> ServedData:
         ranking = None
         if config.graph_backend == "neo4j" and config.neo4j_sampling == "live":
             summary, make_sampler = _live(stores.graph_store, counts)
+            bounds = GraphBounds(summary.num_nodes, summary.num_edges, unknown_degree=config.max_fanout)
         else:
-            summary, make_sampler, ranking = _snapshot(stores.graph_store, config, counts)
+            summary, make_sampler, ranking, bounds = _snapshot(stores.graph_store, config, counts)
         tier = FeatureTier(config.data_dir / FEATURE_TIER_DIR)
         tier.refresh(stores.feature_store)
     except BaseException:
         stores.close()
         raise
     return ServedData(
-        stores, summary, make_sampler, TieredFeatureStore(stores.feature_store, tier), ranking
+        stores, summary, make_sampler, TieredFeatureStore(stores.feature_store, tier), bounds, ranking
     )
 
 
@@ -158,7 +162,7 @@ def _open_neo4j_stores(config: ServerConfig) -> Stores:
 
 def _snapshot(
     graph_store: Any, config: ServerConfig, counts: dict[NodeType | None, int]
-) -> tuple[GraphSummary, SamplerFactory, DegreeRanking]:
+) -> tuple[GraphSummary, SamplerFactory, DegreeRanking, GraphBounds]:
     """Sampling from a memory-mapped snapshot of the graph store's current version."""
     snapshot = build_snapshot(graph_store, config.data_dir / SNAPSHOTS, num_nodes=counts)
     engine = SamplingEngine(snapshot)
@@ -176,7 +180,7 @@ def _snapshot(
         snapshot.version,
         "snapshot",
     )
-    return summary, make_sampler, DegreeRanking(snapshot)
+    return summary, make_sampler, DegreeRanking(snapshot), GraphBounds.of_snapshot(snapshot)
 
 
 def _live(

@@ -11,6 +11,7 @@ from gnnstore.proto.errors import (
     NotFoundError,
     PermissionDeniedError,
     PreconditionError,
+    ResourceExhaustedError,
     ServerUnavailableError,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "NotFoundError",
     "PermissionDeniedError",
     "PreconditionError",
+    "ResourceExhaustedError",
     "ServerUnavailableError",
     "__version__",
 ]

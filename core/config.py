@@ -45,6 +45,10 @@ class ServerConfig:
         max_concurrent_rpcs: calls admitted at once; more are refused with RESOURCE_EXHAUSTED.
         shutdown_grace_s: how long in-flight calls may run after SIGTERM/SIGINT.
         max_seeds, max_hops, max_fanout: limits of one sampling request.
+        max_sample_edges: the most edges one sampling request may cause, bounded from seeds,
+            fanouts and the graph's degrees before sampling.
+        max_reply_bytes: the most feature bytes one reply may gather (also MultiGet's).
+        max_put_rows: the most rows one Put may write.
         auth_file: a file of ``token role [name]`` lines (roles: reader, writer, admin); every
             call but the health check then needs a token (reloaded on SIGHUP).
         auth_tokens: the same entries, comma-separated, only from ``GNNSTORE_AUTH_TOKENS``.
@@ -70,6 +74,9 @@ class ServerConfig:
     max_seeds: int = 1 << 20
     max_hops: int = 8
     max_fanout: int = 10_000
+    max_sample_edges: int = 50_000_000
+    max_reply_bytes: int = 1 << 30
+    max_put_rows: int = 1 << 24
     auth_file: Path | None = None
     auth_tokens: str | None = dataclasses.field(default=None, repr=False)
     insecure: bool = False
@@ -105,6 +112,9 @@ class ServerConfig:
             (self.max_seeds >= 1, f"max_seeds must be >= 1, got {self.max_seeds}"),
             (self.max_hops >= 1, f"max_hops must be >= 1, got {self.max_hops}"),
             (self.max_fanout >= 1, f"max_fanout must be >= 1, got {self.max_fanout}"),
+            (self.max_sample_edges >= 1, f"max_sample_edges must be >= 1, got {self.max_sample_edges}"),
+            (self.max_reply_bytes >= 1, f"max_reply_bytes must be >= 1, got {self.max_reply_bytes}"),
+            (self.max_put_rows >= 1, f"max_put_rows must be >= 1, got {self.max_put_rows}"),
             (
                 (self.tls_cert is None) == (self.tls_key is None),
                 "tls_cert and tls_key come together (the certificate chain and its private key)",

@@ -46,6 +46,13 @@ class ServerUnavailableError(GnnStoreError, ConnectionError):
     status = grpc.StatusCode.UNAVAILABLE
 
 
+class ResourceExhaustedError(GnnStoreError, RuntimeError):
+    """A request over one of the server's work limits, or the server out of a resource (disk);
+    the message names the limit and how to raise it (``RESOURCE_EXHAUSTED``)."""
+
+    status = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
 class AuthenticationError(GnnStoreError, PermissionError):
     """The call carried no token, or one the server does not know (``UNAUTHENTICATED``)."""
 
@@ -70,6 +77,7 @@ ERRORS_BY_NAME: dict[str, type[GnnStoreError]] = {
         NotFoundError,
         PreconditionError,
         ServerUnavailableError,
+        ResourceExhaustedError,
         AuthenticationError,
         PermissionDeniedError,
     )
@@ -82,6 +90,7 @@ ERRORS_BY_STATUS: dict[grpc.StatusCode, type[GnnStoreError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: PreconditionError,
     grpc.StatusCode.UNAVAILABLE: ServerUnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: ServerUnavailableError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
     grpc.StatusCode.UNAUTHENTICATED: AuthenticationError,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
 }

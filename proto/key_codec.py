@@ -48,7 +48,7 @@ def keys_from_proto(message: idmap_pb2.Keys) -> list[NodeKey] | Tensor:
     kind = message.WhichOneof("kind")
     if kind == "ints":
         ints = tensor_from_proto(message.ints, "keys")
-        if ints.is_floating_point() or ints.dim() != 1:
+        if ints.is_floating_point() or ints.is_complex() or ints.dtype == torch.bool or ints.dim() != 1:
             raise InvalidRequestError(f"int keys must be 1-D integers, got {message.ints.dtype}")
         return ints.long()
     if kind == "strs":

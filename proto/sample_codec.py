@@ -160,8 +160,9 @@ def edge_input_from_proto(
             f"row, col{' and input_id' if input_id is not None else ''} must have one entry per "
             f"link, got {' and '.join(map(str, counts))}"
         )
-    if label is not None and label.size(0) != row.numel():
-        raise InvalidRequestError(f"edge label has {label.size(0)} rows for {row.numel()} links")
+    if label is not None and (label.dim() == 0 or label.size(0) != row.numel()):
+        rows = "a scalar" if label.dim() == 0 else f"{label.size(0)} rows"
+        raise InvalidRequestError(f"edge label has {rows} for {row.numel()} links (one row per link)")
     neg_sampling = None
     if request.HasField("neg_sampling"):
         spec = request.neg_sampling
@@ -183,8 +184,8 @@ def edge_input_from_proto(
 
 def _amount(spec: graph_pb2.NegativeSamplingSpec) -> int | float:
     """The amount as PyG wants it: an int when it is whole (triplet mode requires that)."""
-    if not spec.amount > 0:
-        raise InvalidRequestError(f"negative sampling amount must be > 0, got {spec.amount}")
+    if not 0 < spec.amount < float("inf"):
+        raise InvalidRequestError(f"negative sampling amount must be > 0 and finite, got {spec.amount}")
     return int(spec.amount) if float(spec.amount).is_integer() else spec.amount
 
 

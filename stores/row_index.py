@@ -81,7 +81,9 @@ def _check_range(
         appended = np.unique(flat[flat >= num_rows])
         if len(appended) == high + 1 - num_rows:
             return
-        gap = int(np.setdiff1d(np.arange(num_rows, high + 1), appended)[0])
+        # The first id not appended, found without materialising the range (ids may be huge).
+        holes = np.flatnonzero(appended != num_rows + np.arange(len(appended)))
+        gap = num_rows + (int(holes[0]) if holes.size else len(appended))
         raise InvalidRequestError(
             f"feature {group!r}.{attr!r}: rows must stay dense; id {high} leaves id {gap} "
             f"unset (stored rows: {_valid(num_rows)}; append ids {num_rows}.. contiguously)"
