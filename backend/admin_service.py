@@ -1,6 +1,8 @@
 """AdminService: what the server holds (Info) and how it is doing (Stats)."""
 from __future__ import annotations
 
+from collections.abc import Sized
+
 import grpc
 from torch_geometric.data import FeatureStore
 
@@ -23,6 +25,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         metrics: the counters the metrics interceptor fills.
         graph_backend: ``"kuzu"`` or ``"neo4j"``.
         max_message_bytes: the server's message limit, for clients to mirror.
+        segments: the clients' reply segments the server maps (their count is in Stats).
     """
 
     def __init__(
@@ -33,12 +36,14 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         *,
         graph_backend: str,
         max_message_bytes: int,
+        segments: Sized = (),
     ) -> None:
         self._summary = summary
         self._features = feature_store
         self._metrics = metrics
         self._graph_backend = graph_backend
         self._max_message_bytes = max_message_bytes
+        self._segments = segments
 
     def Info(
         self, request: admin_pb2.InfoRequest, context: grpc.ServicerContext
@@ -70,7 +75,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     ) -> admin_pb2.StatsResponse:
         """Request counts, latency percentiles and bytes per method, and counts per client, since start-up."""
         with translate_errors(context, "AdminService.Stats"):
-            reply = admin_pb2.StatsResponse(uptime_s=self._metrics.uptime_s())
+            reply = admin_pb2.StatsResponse(
+                uptime_s=self._metrics.uptime_s(), reply_segments_mapped=len(self._segments)
+            )
             for method, record in sorted(self._metrics.snapshot().items()):
                 reply.methods.add(
                     method=method,

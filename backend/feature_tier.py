@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gnnstore.backend.disk import preallocated_npy
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto.reply_segment import Allocate
 from gnnstore.proto.row_copy import copy_rows, row_words
@@ -200,7 +201,7 @@ def _export_array(store: VersionedFeatureStore, schema: Any, build: Path, k: int
     if np.prod(shape) == 0:
         np.save(file, np.empty(shape, dtype=storage))
     else:
-        out = np.lib.format.open_memmap(file, mode="w+", dtype=storage, shape=shape)
+        out = preallocated_npy(file, storage, shape)
         for start in range(0, shape[0], EXPORT_CHUNK_ROWS):
             index = torch.arange(start, min(start + EXPORT_CHUNK_ROWS, shape[0]))
             rows = store.get_tensor(group_name=schema.group_name, attr_name=schema.attr_name, index=index)

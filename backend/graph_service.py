@@ -51,6 +51,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             call's own thread waits (see ``ServerConfig.sampling_threads`` for why so few).
         summary: node and edge counts of the served graph.
         metrics: where the bytes replies write into clients' reply segments are counted.
+        segments: the clients' reply segments, mapped for reuse.
     """
 
     def __init__(
@@ -60,13 +61,14 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         sampling: Executor,
         summary: GraphSummary,
         metrics: Metrics | None = None,
+        segments: ReplySegments | None = None,
     ) -> None:
         self._graph = graph_store
         self._graph_lock = threading.Lock()
         self._runner = runner
         self._sampling = sampling
         self._summary = summary
-        self._segments = ReplySegments()
+        self._segments = ReplySegments() if segments is None else segments
         self._metrics = metrics
 
     def ListEdgeAttrs(

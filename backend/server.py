@@ -25,6 +25,7 @@ from gnnstore.backend.feature_service import FeatureServicer
 from gnnstore.backend.graph_service import GraphServicer
 from gnnstore.backend.idmap_service import IdMapServicer
 from gnnstore.backend.metrics import Metrics, MetricsInterceptor
+from gnnstore.backend.reply_segments import ReplySegments
 from gnnstore.backend.sampling_runner import SamplingLimits, SamplingRunner
 from gnnstore.backend.served_data import ServedData, open_served_data
 from gnnstore.config import ServerConfig
@@ -57,6 +58,7 @@ class GnnStoreServer:
         self.metrics = Metrics()
         self.tokens: TokenTable | None = None
         self._server: grpc.Server | None = None
+        self._handlers: futures.ThreadPoolExecutor | None = None
         self._sampling: futures.ThreadPoolExecutor | None = None
         self._health = health.HealthServicer(experimental_non_blocking=True)
 
@@ -119,12 +121,19 @@ class GnnStoreServer:
         )
 
     def stop(self, grace: float | None = None) -> None:
-        """Stop accepting calls, let in-flight ones finish within ``grace`` s, close the data."""
+        """Stop accepting calls, let in-flight ones finish within ``grace`` s, close the data.
+
+        A handler whose call was cancelled (its client gave up, or the grace ran out) still runs
+        to its end in Python; the data closes only after the handlers ended (waiting at most
+        ``grace`` + ``HANDLER_DRAIN_S`` more), so a Put is never cut off by the store closing.
+        """
         grace = self.config.shutdown_grace_s if grace is None else grace
         if self._server is not None:
             self._health.enter_graceful_shutdown()
             self._server.stop(grace).wait()
             self._server = None
+            _drain(self._handlers, grace + HANDLER_DRAIN_S)
+            self._handlers = None
             logger.info("stopped serving on %s", self.address)
         if self._sampling is not None:
             self._sampling.shutdown(wait=True, cancel_futures=True)
@@ -146,8 +155,9 @@ class GnnStoreServer:
 
     def _build(self, data: ServedData) -> grpc.Server:
         config = self.config
+        self._handlers = futures.ThreadPoolExecutor(config.workers, thread_name_prefix="gnnstore-rpc")
         server = grpc.server(
-            futures.ThreadPoolExecutor(config.workers, thread_name_prefix="gnnstore-rpc"),
+            self._handlers,
             # Metrics first, so refused calls are counted too (as errors of "anonymous").
             interceptors=[
                 MetricsInterceptor(self.metrics, identify(self.tokens)),
@@ -158,16 +168,22 @@ class GnnStoreServer:
             # instead of queueing without limit behind slow samples.
             maximum_concurrent_rpcs=config.max_concurrent_rpcs,
         )
-        limits = SamplingLimits(config.max_seeds, config.max_hops, config.max_fanout)
-        runner = SamplingRunner(data.make_sampler, data.feature_reader, limits, data.ranking)
+        limits = SamplingLimits(
+            config.max_seeds, config.max_hops, config.max_fanout, config.max_sample_edges, config.max_reply_bytes
+        )
+        runner = SamplingRunner(data.make_sampler, data.feature_reader, limits, data.bounds, data.ranking)
         threads = sampling_threads(config)
         logger.info("sampling on %d thread(s)", threads)
         self._sampling = futures.ThreadPoolExecutor(threads, thread_name_prefix="gnnstore-sample")
         feature_pb2_grpc.add_FeatureServiceServicer_to_server(
-            FeatureServicer(data.feature_reader, config.max_message_bytes), server
+            FeatureServicer(
+                data.feature_reader, min(config.max_message_bytes, config.max_reply_bytes), config.max_put_rows
+            ),
+            server,
         )
+        segments = ReplySegments()
         graph_pb2_grpc.add_GraphServiceServicer_to_server(
-            GraphServicer(data.graph_store, runner, self._sampling, data.summary, self.metrics), server
+            GraphServicer(data.graph_store, runner, self._sampling, data.summary, self.metrics, segments), server
         )
         idmap_pb2_grpc.add_IdMapServiceServicer_to_server(IdMapServicer(data.id_map), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
@@ -177,11 +193,27 @@ class GnnStoreServer:
                 self.metrics,
                 graph_backend=config.graph_backend,
                 max_message_bytes=config.max_message_bytes,
+                segments=segments,
             ),
             server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         return server
+
+
+HANDLER_DRAIN_S = 30.0
+"""How long a stop waits, past the grace, for handlers still running before closing the data."""
+
+
+def _drain(handlers: futures.ThreadPoolExecutor | None, timeout: float) -> None:
+    """Wait up to ``timeout`` s for the handler threads to finish what they run."""
+    if handlers is None:
+        return
+    waiter = threading.Thread(target=handlers.shutdown, kwargs={"wait": True}, daemon=True)
+    waiter.start()
+    waiter.join(timeout)
+    if waiter.is_alive():
+        logger.warning("handlers still running %.0f s after the stop; closing the data under them", timeout)
 
 
 def sampling_threads(config: ServerConfig) -> int:

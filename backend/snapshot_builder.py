@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from torch_geometric.typing import EdgeType, NodeType
 
+from gnnstore.backend.disk import preallocated_npy
 from gnnstore.backend.snapshot_folder import snapshot_path, staging_dir
 from gnnstore.backend.topology import (
     META_FILE,
@@ -199,4 +200,4 @@ def _chunks(
 
 def _open_output(file: str, dtype: np.dtype, length: int) -> np.ndarray:
     """A writable ``.npy`` memory map of ``length`` entries."""
-    return np.lib.format.open_memmap(file, mode="w+", dtype=dtype, shape=(length,))
+    return preallocated_npy(file, dtype, (length,))

@@ -24,14 +24,17 @@ class staging_dir:  # noqa: N801 (used as a context manager, like tempfile.Tempo
 
     If another process published the same version first, its folder wins and the temporary
     one is removed; on an error the temporary folder is removed and nothing is published.
+    The folder's name carries the builder's pid: folders of builders that died (kill -9, a
+    full disk's SIGBUS) are swept when the next build starts.
     """
 
     def __init__(self, directory: str | os.PathLike, version: str, *, replace: bool = False) -> None:
         self.target = snapshot_path(directory, version)
         self.replace = replace
-        self.tmp = self.target.with_name(f".building-{self.target.name}-{uuid.uuid4().hex[:8]}")
+        self.tmp = self.target.with_name(f".building-{os.getpid()}-{self.target.name}-{uuid.uuid4().hex[:8]}")
 
     def __enter__(self) -> Path:
+        sweep_dead_builds(self.target.parent)
         self.tmp.mkdir(parents=True)
         return self.tmp
 
@@ -50,3 +53,14 @@ class staging_dir:  # noqa: N801 (used as a context manager, like tempfile.Tempo
             shutil.rmtree(self.tmp, ignore_errors=True)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)  # open memory maps stay valid on POSIX
+
+
+def sweep_dead_builds(directory: Path) -> None:
+    """Remove ``.building-<pid>-*`` folders whose builder process no longer exists."""
+    if not directory.is_dir():
+        return
+    for path in directory.glob(".building-*"):
+        pid = path.name.split("-")[1]
+        if not pid.isdigit() or not os.path.exists(f"/proc/{pid}"):
+            shutil.rmtree(path, ignore_errors=True)
+            logger.info("swept %s, left by a build that did not finish", path.name)

@@ -92,11 +92,13 @@ class ClientStats(_message.Message):
     def __init__(self, client: _Optional[str] = ..., role: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., bytes_received: _Optional[int] = ..., bytes_sent: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("uptime_s", "methods", "clients")
+    __slots__ = ("uptime_s", "methods", "clients", "reply_segments_mapped")
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
     METHODS_FIELD_NUMBER: _ClassVar[int]
     CLIENTS_FIELD_NUMBER: _ClassVar[int]
+    REPLY_SEGMENTS_MAPPED_FIELD_NUMBER: _ClassVar[int]
     uptime_s: float
     methods: _containers.RepeatedCompositeFieldContainer[MethodStats]
     clients: _containers.RepeatedCompositeFieldContainer[ClientStats]
-    def __init__(self, uptime_s: _Optional[float] = ..., methods: _Optional[_Iterable[_Union[MethodStats, _Mapping]]] = ..., clients: _Optional[_Iterable[_Union[ClientStats, _Mapping]]] = ...) -> None: ...
+    reply_segments_mapped: int
+    def __init__(self, uptime_s: _Optional[float] = ..., methods: _Optional[_Iterable[_Union[MethodStats, _Mapping]]] = ..., clients: _Optional[_Iterable[_Union[ClientStats, _Mapping]]] = ..., reply_segments_mapped: _Optional[int] = ...) -> None: ...

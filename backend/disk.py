@@ -1,0 +1,39 @@
+"""Files the server writes through memory maps, with their space reserved first.
+
+A page of a memory-mapped file that the filesystem cannot back (a full disk) kills the process
+with SIGBUS when written: no message, no chance to keep serving. ``preallocated_npy`` reserves
+the whole file with ``posix_fallocate`` before the map is written, so a full disk is an
+``OSError`` up front, raised as ``ResourceExhaustedError`` saying how much space was needed.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import numpy as np
+
+from gnnstore.proto.errors import ResourceExhaustedError
+
+
+def preallocated_npy(file: str | os.PathLike, dtype: np.dtype, shape: tuple[int, ...]) -> np.memmap:
+    """A writable ``.npy`` memory map of ``shape`` whose blocks the filesystem has reserved.
+
+    Raises:
+        ResourceExhaustedError: the filesystem has too little space (the file is removed); the
+            message names the folder and the bytes needed.
+    """
+    out = np.lib.format.open_memmap(file, mode="w+", dtype=dtype, shape=shape)
+    try:
+        with open(file, "r+b") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            os.posix_fallocate(handle.fileno(), 0, size)
+    except OSError as exc:
+        del out
+        Path(file).unlink(missing_ok=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise ResourceExhaustedError(
+                f"no space left on {Path(file).parent}: need {size:,} bytes for one array"
+            ) from None
+        raise
+    return out

@@ -1,0 +1,72 @@
+"""Clients that come and go, and a stop during a Put: the server neither pins their memory nor
+closes its store under a running write."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch_geometric.sampler import NodeSamplerInput
+
+from gnnstore.client import Connection, RemoteNeighborSampler, connect
+from gnnstore.ingest.generator import generate_graph
+from gnnstore.proto import admin_pb2
+from gnnstore.proto.errors import ServerUnavailableError
+from gnnstore.stores.data_dir import open_stores
+from served import ServerProcess, ingest
+
+CHILD = """
+import sys, torch
+from torch_geometric.sampler import NodeSamplerInput
+from gnnstore.client import RemoteNeighborSampler, connect
+fs, _ = connect(sys.argv[1], shared_memory=True)
+sampler = RemoteNeighborSampler(fs, [3, 2], feature_store=fs)
+for _ in range(3):
+    sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=torch.arange(16)))
+assert fs.connection.reply_segments().placed_bytes > 0
+"""
+
+
+def _mapped(address: str) -> int:
+    return Connection(address).call("AdminService", "Stats", admin_pb2.StatsRequest()).reply_segments_mapped
+
+
+def test_segments_of_clients_that_exited_are_unmapped(tmp_path: Path) -> None:
+    data_dir = ingest(generate_graph(300, 5.0, 8, 3, seed=2), tmp_path / "data")
+    with ServerProcess(data_dir, "--read-only", log=tmp_path / "server.log") as server:
+        fs, _ = connect(server.address, shared_memory=True)
+        sampler = RemoteNeighborSampler(fs, [3, 2])  # no rows held for a loader: one segment, reused
+        for _ in range(4):  # clients churning, one after another
+            subprocess.run([sys.executable, "-c", CHILD, server.address], check=True, timeout=120)
+            assert _mapped(server.address) >= 1  # the child's segment, until a sweep sees it gone
+            time.sleep(1.1)  # mappings are swept at most once a second, when a request comes
+            batch = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=torch.arange(4)))
+            assert batch.node.numel() >= 4
+            assert _mapped(server.address) == 1  # only this process's segment is left
+            del batch  # its segment is lent again to the next call
+
+
+def test_a_stop_during_a_put_waits_for_it_and_the_store_holds_old_or_new(tmp_path: Path) -> None:
+    data_dir = ingest(generate_graph(300, 5.0, 8, 3, seed=2), tmp_path / "data")
+    big = torch.arange(1_500_000 * 16, dtype=torch.float32).reshape(-1, 16)  # ~96 MB
+    server = ServerProcess(data_dir, "--shutdown-grace-s", "0", log=tmp_path / "server.log")
+    try:
+        fs, _ = connect(server.address, shared_memory=False, timeout=0.5)
+        try:
+            fs.put_tensor(big, group_name=None, attr_name="big", index=None)
+        except ServerUnavailableError:
+            pass  # the client gave up at its deadline: the Put goes on in the server
+        else:
+            raise AssertionError("the Put finished within 0.5 s; the test needs a slower one")
+    finally:
+        code = server.stop()
+    log = (tmp_path / "server.log").read_text()
+    assert code == 0, log
+    assert "NoneType" not in log and "Traceback" not in log, log
+    with open_stores(data_dir, read_only=True) as stores:
+        schema = {s.attr_name: s for s in stores.feature_store.tensor_schema()}
+        if "big" in schema:  # committed before the stop: whole
+            assert torch.equal(stores.feature_store.get_tensor(group_name=None, attr_name="big", index=None), big)
+        assert {"x", "y"} <= set(schema)
