@@ -4,11 +4,16 @@ A page of a memory-mapped file that the filesystem cannot back (a full disk) kil
 with SIGBUS when written: no message, no chance to keep serving. ``preallocated_npy`` reserves
 the whole file with ``posix_fallocate`` before the map is written, so a full disk is an
 ``OSError`` up front, raised as ``ResourceExhaustedError`` saying how much space was needed.
+``full_disk_as_error`` does the same for the ordinary writes around those maps (numpy's short
+writes carry no errno, so the free space decides).
 """
 from __future__ import annotations
 
 import errno
 import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -37,3 +42,23 @@ def preallocated_npy(file: str | os.PathLike, dtype: np.dtype, shape: tuple[int,
             ) from None
         raise
     return out
+
+
+ALMOST_FULL_BYTES = 1 << 20
+"""A write that failed with less free space than this failed for want of space."""
+
+
+@contextmanager
+def full_disk_as_error(folder: str | os.PathLike, what: str) -> Iterator[None]:
+    """Raise an ``OSError`` of a full filesystem in the block as ``ResourceExhaustedError``.
+
+    Raises:
+        ResourceExhaustedError: the write failed and ``folder``'s filesystem is (nearly) full.
+    """
+    try:
+        yield
+    except OSError as exc:
+        free = shutil.disk_usage(folder).free
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) and free >= ALMOST_FULL_BYTES:
+            raise
+        raise ResourceExhaustedError(f"no space left on {folder} for the {what}: {free:,} bytes free") from None

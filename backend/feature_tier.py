@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gnnstore.backend.disk import preallocated_npy
+from gnnstore.backend.disk import full_disk_as_error, preallocated_npy
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto.reply_segment import Allocate
 from gnnstore.proto.row_copy import copy_rows, row_words
@@ -269,7 +269,8 @@ class FeatureTier:
             return False
         self.directory.mkdir(parents=True, exist_ok=True)
         self._sweep(keep=())
-        folder = export_snapshot(store, self.directory)
+        with full_disk_as_error(self.directory, "feature tier"):
+            folder = export_snapshot(store, self.directory)
         snap = TierSnapshot.open(folder)
         pointer = self.directory / f".{CURRENT}-{uuid.uuid4().hex}"
         pointer.write_text(folder.name)

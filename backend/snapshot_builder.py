@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from torch_geometric.typing import EdgeType, NodeType
 
-from gnnstore.backend.disk import preallocated_npy
+from gnnstore.backend.disk import full_disk_as_error, preallocated_npy
 from gnnstore.backend.snapshot_folder import snapshot_path, staging_dir
 from gnnstore.backend.topology import (
     META_FILE,
@@ -76,7 +76,7 @@ def build_snapshot(
         rebuild = True
     started = time.perf_counter()
     counts, sizes = _node_counts(graph_store, num_nodes or {})
-    with staging_dir(directory, version, replace=rebuild) as tmp:
+    with full_disk_as_error(directory, "topology snapshot"), staging_dir(directory, version, replace=rebuild) as tmp:
         edges = {
             et: _build_edge_type(graph_store, et, i, sizes[et], tmp, csr, chunk_size)
             for i, et in enumerate(sizes)

@@ -1,14 +1,19 @@
 """Opens rocksdict databases with the same explicit options on creation and on every reopen."""
 from __future__ import annotations
 
+import atexit
+import errno
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
 from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict
 
-from gnnstore.proto.errors import PreconditionError
+from gnnstore.proto.errors import PreconditionError, ResourceExhaustedError
 
 
 def rocksdb_options() -> Options:
@@ -34,13 +39,47 @@ def open_rdict(path: str | os.PathLike, *, read_only: bool, what: str) -> Rdict:
     if read_only and not (path / "CURRENT").is_file():
         raise PreconditionError(f"{what} {path} does not exist (run `gnnstore ingest` first)")
     access = AccessType.read_only(False) if read_only else AccessType.read_write()
+    opened = _read_only_view(path) if read_only and not os.access(path, os.W_OK) else path
     try:
         return Rdict(
-            str(path), rocksdb_options(),
+            str(opened), rocksdb_options(),
             column_families={"default": rocksdb_options()}, access_type=access,
         )
     except Exception as exc:  # rocksdict raises a bare Exception for lock and corruption errors
         raise PreconditionError(f"cannot open {what} {path}: {exc}") from exc
+
+
+_ROCKSDICT_CONFIG = "rocksdict-config.json"
+
+
+def _read_only_view(path: Path) -> Path:
+    """A temporary folder of links to the database's files, for a database on a read-only mount.
+
+    rocksdict writes its config file on every open, which a read-only filesystem refuses; the
+    view takes that write, and RocksDB only reads the real files through the links. The view
+    is removed when the process exits.
+    """
+    view = Path(tempfile.mkdtemp(prefix="gnnstore-read-only-"))
+    atexit.register(shutil.rmtree, view, True)
+    for entry in path.iterdir():
+        if entry.name not in ("LOCK", _ROCKSDICT_CONFIG) and not entry.name.startswith("LOG"):
+            (view / entry.name).symlink_to(entry)
+    return view
+
+
+@contextmanager
+def disk_full_as_error(what: str) -> Iterator[None]:
+    """Turn a full disk during a write into ``ResourceExhaustedError`` (no path in the message).
+
+    RocksDB applies a write batch whole or not at all, so the store is as it was before.
+    """
+    try:
+        yield
+    except Exception as exc:  # rocksdict raises a bare Exception carrying RocksDB's status text
+        full = (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or "No space left" in str(exc)
+        if not full:
+            raise
+        raise ResourceExhaustedError(f"no space left on the disk for the {what}; nothing was written") from None
 
 
 def scan_prefix(db: Rdict, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:

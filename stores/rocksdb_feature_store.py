@@ -38,7 +38,13 @@ from gnnstore.proto.errors import (
     NotFoundError,
     PreconditionError,
 )
-from gnnstore.stores.rocks_db import RocksDBHandle, open_rdict, rocksdb_options, scan_prefix
+from gnnstore.stores.rocks_db import (
+    RocksDBHandle,
+    disk_full_as_error,
+    open_rdict,
+    rocksdb_options,
+    scan_prefix,
+)
 from gnnstore.stores.row_index import GroupName, check_group_name, resolve_index
 
 logger = logging.getLogger(__name__)
@@ -181,7 +187,7 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
         group = check_group_name(attr.group_name)
         name = _check_attr_name(attr.attr_name)
         tensor = _as_tensor(tensor, group, name)
-        with self._write_lock:
+        with self._write_lock, disk_full_as_error(f"feature {group!r}.{name!r}"):
             return self._put_checked(group, name, tensor, attr.index)
 
     def _put_checked(self, group: GroupName, name: str, tensor: Tensor, index: object) -> bool:
@@ -215,7 +221,7 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
     def _remove_tensor(self, attr: TensorAttr) -> bool:
         self._check_writable()
         group, name = check_group_name(attr.group_name), attr.attr_name
-        with self._write_lock:
+        with self._write_lock, disk_full_as_error(f"removal of feature {group!r}.{name!r}"):
             meta = self._metas.get((group, name))
             if meta is None:
                 return False

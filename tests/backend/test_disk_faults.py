@@ -1,0 +1,101 @@
+"""A full filesystem is an error naming the space needed, never SIGBUS; a Put that finds the disk
+full answers RESOURCE_EXHAUSTED and the server keeps serving what it had.
+
+The small filesystems are tmpfs mounts, which need root (CI's machines run as root)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gnnstore.backend.disk import preallocated_npy
+from gnnstore.client import connect
+from gnnstore.ingest.generator import generate_graph
+from gnnstore.proto.errors import ResourceExhaustedError
+from served import ServerProcess, ingest
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
+    """Mounts tmpfs filesystems of a given size in bytes; unmounts them afterwards."""
+    mounted: list[Path] = []
+
+    def mount(size: int) -> Path:
+        point = tmp_path / f"disk{len(mounted)}"
+        point.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip()}); needs root")
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in mounted:
+        subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def _fill(folder: Path, leave: int) -> None:
+    """Take all but about ``leave`` bytes of ``folder``'s filesystem."""
+    free = _free(folder)
+    with open(folder / "filler", "wb") as filler:
+        filler.truncate(0)
+        chunk = b"\0" * (1 << 20)
+        while (free := _free(folder)) > leave + len(chunk):
+            filler.write(chunk)
+            filler.flush()
+        filler.write(b"\0" * max(0, free - leave))
+
+
+def _free(folder: Path) -> int:
+    import os
+
+    stat = os.statvfs(folder)
+    return stat.f_bavail * stat.f_frsize
+
+
+def test_a_memory_map_that_does_not_fit_is_an_error_not_sigbus(small_disk: Callable[[int], Path]) -> None:
+    disk = small_disk(1 << 20)
+    with pytest.raises(ResourceExhaustedError, match=r"no space left on .*need 4,194,4\d\d bytes"):
+        preallocated_npy(disk / "big.npy", np.dtype(np.float32), (1 << 20,))
+    assert not (disk / "big.npy").exists()
+    fits = preallocated_npy(disk / "small.npy", np.dtype(np.float32), (1000,))
+    fits[:] = 1.0  # reserved: writing cannot fault
+    assert float(fits.sum()) == 1000.0
+
+
+def test_start_up_on_a_full_disk_exits_with_a_message(small_disk: Callable[[int], Path]) -> None:
+    disk = small_disk(64 << 20)
+    data_dir = ingest(generate_graph(3000, 8.0, 16, 3, seed=4), disk / "data")
+    _fill(disk, leave=16 << 10)
+    done = subprocess.run(
+        [sys.executable, "-m", "gnnstore", "serve", "--data-dir", str(data_dir), "--port", "0", "--read-only"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 1, done.stderr  # not -7 (SIGBUS)
+    assert "error: no space left on" in done.stderr and " bytes" in done.stderr
+    assert "Traceback" not in done.stderr
+    (disk / "filler").unlink()
+    with ServerProcess(data_dir, "--read-only", log=disk.parent / "serve.log") as server:  # the next start
+        assert server.address
+    assert not list((data_dir / "snapshots").glob(".building-*"))  # swept or never left
+
+
+def test_a_put_on_a_full_disk_is_refused_and_the_server_keeps_serving(small_disk: Callable[[int], Path]) -> None:
+    disk = small_disk(96 << 20)
+    graph = generate_graph(2000, 6.0, 8, 3, seed=4)
+    data_dir = ingest(graph, disk / "data")
+    with ServerProcess(data_dir, log=disk.parent / "serve.log") as server:
+        fs, _ = connect(server.address, shared_memory=False)
+        _fill(disk, leave=256 << 10)
+        with pytest.raises(ResourceExhaustedError, match="no space left") as refused:
+            fs.put_tensor(torch.ones(2000, 2048), group_name=None, attr_name="wide", index=None)
+        assert "/" not in str(refused.value)  # no server path in a client's error
+        assert server.proc.poll() is None
+        assert torch.equal(fs.get_tensor(group_name=None, attr_name="x", index=torch.arange(50)), graph.x[:50])
+        assert "wide" not in {s.attr_name for s in fs.schema(refresh=True)}
