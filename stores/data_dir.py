@@ -83,7 +83,8 @@ def open_stores(
                 owned.append(graph)
             id_map = IdMap(root / IDMAP, read_only=read_only)
         except PreconditionError as exc:
-            raise PreconditionError(f"data directory {root}: {exc}; {_INGEST_HINT}") from exc
+            # No advice to re-ingest: the store may be healthy and only locked or unreadable here.
+            raise PreconditionError(f"data directory {root}: {exc}") from exc
     except BaseException:
         for store in owned:
             store.close()
@@ -97,7 +98,10 @@ def _check_parts(root: Path, parts: tuple[str, ...], read_only: bool) -> None:
         raise PreconditionError(f"data directory {root} is a file, not a directory")
     present = [part for part in _present_parts(root) if part in parts]
     if not present and not read_only and (not root.exists() or _is_empty(root, parts)):
-        root.mkdir(parents=True, exist_ok=True)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PreconditionError(f"cannot create data directory {root}: {exc.strerror}") from None
         logger.info("creating data directory %s", root)
     elif len(present) < len(parts):
         missing = sorted(set(parts) - set(present))
