@@ -4,7 +4,12 @@ RocksDB stays the durable, updatable truth; its point reads are far too slow for
 (~230k rows/s), so reads come from contiguous ``.npy`` arrays exported from it in bulk and
 memory-mapped (a feature set bigger than RAM is served through the page cache). The tier is
 versioned with the store: ``refresh(store)`` compares ``store.version()`` with the tier's and,
-when they differ, exports a new version folder and swaps it in.
+when they differ, exports a new version folder and swaps it in. Told what one write changed
+(a ``Change``: rows of one attr, or one attr whole or removed) and holding the version that
+write started from, it builds the new version from the live one instead: every other array is
+a hard link to the live file, a whole attr is exported alone, and a few changed rows are a copy
+of the live file with those rows rewritten. A one-row Put then costs one array's copy, not an
+export of every feature.
 
 Layout of ``directory``::
 
@@ -164,6 +169,90 @@ class TierSnapshot:
             ) from exc
 
 
+@dataclass(frozen=True)
+class Change:
+    """What one write did to the store: rows ``ids`` of (``group_name``, ``attr_name``), or the
+    whole attr (``ids`` is ``None``: put whole, or removed), starting from ``base_version``."""
+
+    base_version: str
+    group_name: Any
+    attr_name: str
+    ids: np.ndarray | None = None
+
+
+PATCH_FRACTION = 8
+"""Rows are rewritten in a copy of the live array when at most 1/8 of them changed; else the
+attr is exported again (a sequential export beats many scattered writes)."""
+
+
+def export_change(store: VersionedFeatureStore, directory: Path, base: TierSnapshot, change: Change) -> Path | None:
+    """A new version folder: ``base`` with ``change`` applied; ``None`` if the store moved on
+    meanwhile (then a full export is needed)."""
+    version = store.version()
+    build = directory / f".build-{uuid.uuid4().hex}"
+    build.mkdir(parents=True)
+    files = {
+        (_group_key(e["group_name"]), e["attr_name"]): base.path / e["file"]
+        for e in json.loads((base.path / MANIFEST).read_text())["arrays"]
+    }
+    changed = (change.group_name, change.attr_name)
+    entries = []
+    for k, schema in enumerate(store.tensor_schema()):
+        key = (schema.group_name, schema.attr_name)
+        old = files.get(key)
+        same_layout = key in base.arrays and base.arrays[key].rows.shape == tuple(schema.shape) and (
+            base.arrays[key].dtype == schema.dtype
+        )
+        if key != changed and old is not None and same_layout:
+            entries.append(_linked(old, build / f"{k}.npy", schema))
+        elif key == changed and change.ids is not None and old is not None and same_layout and (
+            len(change.ids) * PATCH_FRACTION <= schema.shape[0]
+        ):
+            entries.append(_patched(store, old, build / f"{k}.npy", schema, change.ids))
+        else:
+            entries.append(_export_array(store, schema, build, k))
+    if store.version() != version:
+        shutil.rmtree(build)
+        return None
+    (build / MANIFEST).write_text(json.dumps({"version": version, "arrays": entries}))
+    final = directory / f"v-{build.name.removeprefix('.build-')}"
+    os.rename(build, final)
+    return final
+
+
+def _entry(schema: Any, file: Path) -> dict:
+    return {
+        "group_name": schema.group_name,
+        "attr_name": schema.attr_name,
+        "dtype": str(schema.dtype).removeprefix("torch."),
+        "shape": list(schema.shape),
+        "file": file.name,
+    }
+
+
+def _linked(old: Path, new: Path, schema: Any) -> dict:
+    """``new`` as a hard link to the unchanged ``old`` (a copy where links are refused)."""
+    try:
+        os.link(old, new)
+    except OSError:
+        shutil.copyfile(old, new)
+    return _entry(schema, new)
+
+
+def _patched(store: VersionedFeatureStore, old: Path, new: Path, schema: Any, ids: np.ndarray) -> dict:
+    """``new`` as a copy of ``old`` with rows ``ids`` read again from the store, written with
+    ``pwrite`` (the copy's blocks exist, so no write through a map can fault on a full disk)."""
+    shutil.copyfile(old, new)
+    ids = np.unique(ids)
+    rows = store.get_tensor(group_name=schema.group_name, attr_name=schema.attr_name, index=torch.from_numpy(ids))
+    raw = rows.contiguous().view(torch.uint8).numpy().reshape(len(ids), -1)
+    start, width = np.load(new, mmap_mode="r").offset, raw.shape[1]  # the .npy header's length
+    with open(new, "r+b") as handle:
+        for row, at in zip(raw, ids.tolist()):
+            os.pwrite(handle.fileno(), row.tobytes(), start + at * width)
+    return _entry(schema, new)
+
+
 def export_snapshot(store: VersionedFeatureStore, directory: Path) -> Path:
     """Export every attr of ``store`` into a new complete version folder under ``directory``.
 
@@ -209,13 +298,7 @@ def _export_array(store: VersionedFeatureStore, schema: Any, build: Path, k: int
             out[start : start + len(index)] = raw.view(storage).reshape(rows.shape)
         out.flush()
         del out
-    return {
-        "group_name": schema.group_name,
-        "attr_name": schema.attr_name,
-        "dtype": str(dtype).removeprefix("torch."),
-        "shape": list(shape),
-        "file": file.name,
-    }
+    return _entry(schema, file)
 
 
 class FeatureTier:
@@ -263,14 +346,23 @@ class FeatureTier:
         """
         return self.snapshot().array(group_name, attr_name).gather(ids)
 
-    def refresh(self, store: VersionedFeatureStore) -> bool:
-        """Export and swap in a new version if the store changed; return whether it did."""
+    def refresh(self, store: VersionedFeatureStore, change: Change | None = None) -> bool:
+        """Swap in a new version if the store changed; return whether it did.
+
+        With ``change`` (what the one write since ``change.base_version`` did) and the live
+        version at that base, only what changed is written; otherwise every attr is exported.
+        """
         if self.is_current(store):
             return False
         self.directory.mkdir(parents=True, exist_ok=True)
         self._sweep(keep=())
+        base = self._snapshot
         with full_disk_as_error(self.directory, "feature tier"):
-            folder = export_snapshot(store, self.directory)
+            folder = None
+            if change is not None and base is not None and base.version == change.base_version:
+                folder = export_change(store, self.directory, base, change)
+            if folder is None:
+                folder = export_snapshot(store, self.directory)
         snap = TierSnapshot.open(folder)
         pointer = self.directory / f".{CURRENT}-{uuid.uuid4().hex}"
         pointer.write_text(folder.name)

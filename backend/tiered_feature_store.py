@@ -3,7 +3,8 @@
 RocksDB stays the truth; the tier (``feature_tier.py``) holds contiguous arrays exported from
 it. Reads use the tier whenever it matches the store's version and fall back to the store
 otherwise, so a reply never mixes versions or serves stale rows. Every write goes to the store
-and then refreshes the tier (an export and an atomic swap), which is slow but rare. Writes run
+and then refreshes the tier with what it changed (the rows or the one attr; see ``Change``) and
+an atomic swap. Writes run
 one at a time (concurrent refreshes would sweep each other's build folders), and a write
 answers by what the store committed: a refresh that fails afterwards is logged and reads come
 from RocksDB until the next one succeeds.
@@ -19,7 +20,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
-from gnnstore.backend.feature_tier import FeatureTier, TierSnapshot
+from gnnstore.backend.feature_tier import Change, FeatureTier, TierSnapshot
 from gnnstore.proto.reply_segment import Allocate
 from gnnstore.stores.row_index import resolve_index
 
@@ -89,20 +90,26 @@ class TieredFeatureStore(FeatureStore):
 
     def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
         with self._write_lock:
+            base = self.store.version()
             written = self.store.put_tensor(tensor, attr)
-            self._refresh_tier()
+            ids = None
+            if attr.index is not None:
+                rows = self.store.get_tensor_size(attr)[0]
+                ids = resolve_index(attr.index, rows, attr.group_name, attr.attr_name).reshape(-1)
+            self._refresh_tier(Change(base, attr.group_name, attr.attr_name, ids))
         return written
 
     def _remove_tensor(self, attr: TensorAttr) -> bool:
         with self._write_lock:
+            base = self.store.version()
             removed = self.store.remove_tensor(attr)
-            self._refresh_tier()
+            self._refresh_tier(Change(base, attr.group_name, attr.attr_name))
         return removed
 
-    def _refresh_tier(self) -> None:
+    def _refresh_tier(self, change: Change) -> None:
         """Bring the tier to the store's version; the write is committed whatever happens here."""
         try:
-            self.tier.refresh(self.store)
+            self.tier.refresh(self.store, change)
         except Exception:
             logger.exception("feature tier refresh failed; reads come from RocksDB until the next write")
 

@@ -149,3 +149,65 @@ def test_placed_rows_land_at_their_positions_and_nowhere_else(
     assert got.shape == (6, 6)
     assert torch.equal(got[torch.from_numpy(at)], x[ids])
     assert bool((got[[1, 3, 5]] == -7.0).all())  # rows left for the client to fill are untouched
+
+
+def _inodes(snapshot: feature_tier.TierSnapshot) -> dict:
+    manifest = __import__("json").loads((snapshot.path / feature_tier.MANIFEST).read_text())
+    return {
+        (feature_tier._group_key(e["group_name"]), e["attr_name"]): (snapshot.path / e["file"]).stat().st_ino
+        for e in manifest["arrays"]
+    }
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        "rows",  # a few rows of one attr: a copy of its array with those rows rewritten
+        "many rows",  # most rows: that attr exported again
+        "whole",  # one attr put whole
+        "new",  # a new attr
+        "remove",  # one attr removed
+    ],
+)
+def test_a_change_rewrites_only_what_it_changed(tier: FeatureTier, store: RocksDBFeatureStore, write: str) -> None:
+    from gnnstore.backend.feature_tier import Change
+
+    before = tier.snapshot()
+    old_rows, old = torch.from_numpy(np.array(before.array("paper", "x").rows)), _inodes(before)
+    base = store.version()
+    key, ids = ("paper", "x"), None
+    if write == "rows":
+        ids = np.array([3, 699, 3, 0])
+        store.put_tensor(torch.full((4, 6), 7.0), group_name="paper", attr_name="x", index=torch.from_numpy(ids))
+    elif write == "many rows":
+        ids = np.arange(500)
+        store.put_tensor(torch.full((500, 6), 7.0), group_name="paper", attr_name="x", index=torch.from_numpy(ids))
+    elif write == "whole":
+        store.put_tensor(torch.ones(700, 6), group_name="paper", attr_name="x", index=None)
+    elif write == "new":
+        key = ("paper", "z")
+        store.put_tensor(torch.arange(700.0), group_name="paper", attr_name="z", index=None)
+    else:
+        store.remove_tensor(group_name="paper", attr_name="x", index=None)
+    assert tier.refresh(store, Change(base, *key, ids))
+    after = tier.snapshot()
+    new = _inodes(after)
+    for other in set(old) & set(new) - {key}:
+        assert old[other] == new[other], f"{other} was written again"  # a hard link, not a copy
+    assert (key in new) == (write != "remove")
+    for group, attr in new:
+        got = after.array(group, attr).gather(np.arange(after.array(group, attr).rows.shape[0]))
+        assert torch.equal(bits(got), bits(store.get_tensor(group_name=group, attr_name=attr, index=None)))
+    # A reader holding the old version keeps reading the old rows (its folder is gone by now).
+    assert not before.path.exists()
+    assert torch.equal(torch.from_numpy(np.array(before.array("paper", "x").rows)), old_rows)
+
+
+def test_a_change_from_another_base_version_exports_everything(tier: FeatureTier, store: RocksDBFeatureStore) -> None:
+    from gnnstore.backend.feature_tier import Change
+
+    before = _inodes(tier.snapshot())
+    store.put_tensor(torch.ones(1, 6), group_name="paper", attr_name="x", index=torch.tensor([0]))
+    assert tier.refresh(store, Change("some-other-version", "paper", "x", np.array([0])))
+    assert not set(before.values()) & set(_inodes(tier.snapshot()).values())
+    assert tier.is_current(store)
