@@ -128,8 +128,9 @@ class MetricsInterceptor(grpc.ServerInterceptor):
     per client (``identify`` tells who made a call; default: everyone is ``ANONYMOUS``).
 
     Bytes are counted where the messages are (de)serialised, so no message is encoded twice
-    just to be measured. Since every request is parsed here, a body that does not parse is
-    answered here too: ``INVALID_ARGUMENT`` saying so, where grpcio would answer ``INTERNAL``.
+    just to be measured. Since every request (the health check's too) is parsed here, a body
+    that does not parse is answered here: ``INVALID_ARGUMENT`` saying so, where grpcio would
+    answer ``INTERNAL``.
     """
 
     def __init__(
@@ -145,9 +146,10 @@ class MetricsInterceptor(grpc.ServerInterceptor):
     ) -> grpc.RpcMethodHandler | None:
         handler = continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or not method.startswith(SERVICE_PREFIX):
+        if handler is None:
             return handler
-        client = self._identify(handler_call_details)
+        measured = method.startswith(SERVICE_PREFIX)  # others (health) are only parse-checked
+        client = self._identify(handler_call_details) if measured else ANONYMOUS
         deserialize = handler.request_deserializer or (lambda data: data)
         serialize = handler.response_serializer or (lambda message: message)
 
@@ -159,22 +161,23 @@ class MetricsInterceptor(grpc.ServerInterceptor):
 
         def write(message: Any) -> bytes:
             data = serialize(message)
-            self._metrics.record_sent(method, len(data), client)
+            if measured:
+                self._metrics.record_sent(method, len(data), client)
             return data
 
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, client, handler.unary_unary), request_deserializer=read,
+                self._unary(method, client, handler.unary_unary, measured), request_deserializer=read,
                 response_serializer=write,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, client, handler.unary_stream), request_deserializer=read,
+                self._streaming(method, client, handler.unary_stream, measured), request_deserializer=read,
                 response_serializer=write,
             )
         return handler
 
-    def _unary(self, method: str, client: Principal, behaviour: Callable) -> Callable:
+    def _unary(self, method: str, client: Principal, behaviour: Callable, measured: bool) -> Callable:
         def timed(sized_request: tuple[int, Any], context: grpc.ServicerContext) -> Any:
             (received, request), started, ok = sized_request, time.perf_counter(), False
             try:
@@ -183,11 +186,12 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 ok = True
                 return response
             finally:
-                self._metrics.record(method, time.perf_counter() - started, received, ok, client)
+                if measured:
+                    self._metrics.record(method, time.perf_counter() - started, received, ok, client)
 
         return timed
 
-    def _streaming(self, method: str, client: Principal, behaviour: Callable) -> Callable:
+    def _streaming(self, method: str, client: Principal, behaviour: Callable, measured: bool) -> Callable:
         def timed(sized_request: tuple[int, Any], context: grpc.ServicerContext) -> Iterator[Any]:
             (received, request), started, ok = sized_request, time.perf_counter(), False
             try:
@@ -195,7 +199,8 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 yield from behaviour(request, context)
                 ok = True
             finally:
-                self._metrics.record(method, time.perf_counter() - started, received, ok, client)
+                if measured:
+                    self._metrics.record(method, time.perf_counter() - started, received, ok, client)
 
         return timed
 
