@@ -4,12 +4,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Executor
 
 import grpc
 from torch import Tensor
 
 from gnnstore.backend.error_translation import translate_errors
+from gnnstore.backend.fair_scheduler import FairScheduler
 from gnnstore.backend.metrics import SERVICE_PREFIX, Metrics
 from gnnstore.backend.reply_segments import ReplySegments
 from gnnstore.backend.sampling_runner import SamplingRunner
@@ -47,8 +47,9 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         graph_store: the graph store; its calls are serialised (database handles are not
             shared between threads).
         runner: samples and gathers feature rows.
-        sampling: the threads a sampling call's work runs on, in arrival order, while the
-            call's own thread waits (see ``ServerConfig.sampling_threads`` for why so few).
+        sampling: the threads a sampling call's work runs on, clients in turn (a client is a
+            connection), while the call's own thread waits (see ``ServerConfig.sampling_threads``
+            for why so few).
         summary: node and edge counts of the served graph.
         metrics: where the bytes replies write into clients' reply segments are counted.
         segments: the clients' reply segments, mapped for reuse.
@@ -58,7 +59,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         self,
         graph_store: BaseGraphStore,
         runner: SamplingRunner,
-        sampling: Executor,
+        sampling: FairScheduler,
         summary: GraphSummary,
         metrics: Metrics | None = None,
         segments: ReplySegments | None = None,
@@ -122,14 +123,14 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     ) -> graph_pb2.SampleResponse:
         """PyG's sample_from_nodes, with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromNodes"):
-            return self._sampling.submit(self._sample_from_nodes, request).result()
+            return self._sampling.run(context.peer(), lambda: self._sample_from_nodes(request))
 
     def SampleFromEdges(
         self, request: graph_pb2.SampleFromEdgesRequest, context: grpc.ServicerContext
     ) -> graph_pb2.SampleResponse:
         """PyG's sample_from_edges (negatives included), with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromEdges"):
-            return self._sampling.submit(self._sample_from_edges, request).result()
+            return self._sampling.run(context.peer(), lambda: self._sample_from_edges(request))
 
     def HotNodes(
         self, request: graph_pb2.HotNodesRequest, context: grpc.ServicerContext

@@ -33,7 +33,8 @@ _DEFAULTS = ServerConfig()
               help=f"Message size limit (>= 256 MiB).  [default: {_DEFAULTS.max_message_bytes}]")
 @click.option("--workers", type=int, help=f"Threads answering calls.  [default: {_DEFAULTS.workers}]")
 @click.option("--sampling-threads", type=int,
-              help="Threads that sample, for all clients (0: half the CPUs).  [default: 0]")
+              help="Threads one client's sampling may use; the server keeps one more for the others "
+                   "(0: half the CPUs).  [default: 0]")
 @click.option("--max-concurrent-rpcs", type=int,
               help=f"Calls admitted at once.  [default: {_DEFAULTS.max_concurrent_rpcs}]")
 @click.option("--max-sample-edges", type=int,

@@ -21,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from gnnstore.backend.admin_service import AdminServicer
 from gnnstore.backend.auth import AuthInterceptor, TokenTable, identify, load_tokens
+from gnnstore.backend.fair_scheduler import FairScheduler
 from gnnstore.backend.feature_service import FeatureServicer
 from gnnstore.backend.graph_service import GraphServicer
 from gnnstore.backend.idmap_service import IdMapServicer
@@ -59,7 +60,7 @@ class GnnStoreServer:
         self.tokens: TokenTable | None = None
         self._server: grpc.Server | None = None
         self._handlers: futures.ThreadPoolExecutor | None = None
-        self._sampling: futures.ThreadPoolExecutor | None = None
+        self._sampling: FairScheduler | None = None
         self._health = health.HealthServicer(experimental_non_blocking=True)
 
     def start(self) -> str:
@@ -136,7 +137,7 @@ class GnnStoreServer:
             self._handlers = None
             logger.info("stopped serving on %s", self.address)
         if self._sampling is not None:
-            self._sampling.shutdown(wait=True, cancel_futures=True)
+            self._sampling.shutdown()
             self._sampling = None
         if self.data is not None:
             self.data.close()
@@ -172,9 +173,10 @@ class GnnStoreServer:
             config.max_seeds, config.max_hops, config.max_fanout, config.max_sample_edges, config.max_reply_bytes
         )
         runner = SamplingRunner(data.make_sampler, data.feature_reader, limits, data.bounds, data.ranking)
-        threads = sampling_threads(config)
-        logger.info("sampling on %d thread(s)", threads)
-        self._sampling = futures.ThreadPoolExecutor(threads, thread_name_prefix="gnnstore-sample")
+        self._sampling = FairScheduler(sampling_threads(config))
+        logger.info(
+            "sampling on %d thread(s), at most %d for one client", self._sampling.threads, self._sampling.per_client
+        )
         feature_pb2_grpc.add_FeatureServiceServicer_to_server(
             FeatureServicer(
                 data.feature_reader, min(config.max_message_bytes, config.max_reply_bytes), config.max_put_rows
@@ -217,7 +219,8 @@ def _drain(handlers: futures.ThreadPoolExecutor | None, timeout: float) -> None:
 
 
 def sampling_threads(config: ServerConfig) -> int:
-    """``config.sampling_threads``, or half the CPUs this process may run on (at least 1) for 0."""
+    """Threads one client's sampling may use: ``config.sampling_threads``, or half the CPUs this
+    process may run on (at least 1) for 0. The server keeps one more thread for other clients."""
     return config.sampling_threads or max(1, len(os.sched_getaffinity(0)) // 2)
 
 

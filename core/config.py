@@ -39,9 +39,10 @@ class ServerConfig:
             open the same data directory).
         max_message_bytes: send and receive limit per message (at least 256 MiB).
         workers: threads answering calls.
-        sampling_threads: threads that sample and gather rows for every client's sampling calls,
-            in arrival order; 0 (the default) is half the CPUs this process may run on, at
-            least one (more only take cores from a trainer on the same host).
+        sampling_threads: threads that one client's sampling calls may use at once (sampling and
+            gathering rows); 0 (the default) is half the CPUs this process may run on, at least
+            one (more only take cores from a trainer on the same host). The server runs one
+            more, and gives threads to clients in turn, so one client cannot starve the others.
         max_concurrent_rpcs: calls admitted at once; more are refused with RESOURCE_EXHAUSTED.
         shutdown_grace_s: how long in-flight calls may run after SIGTERM/SIGINT.
         max_seeds, max_hops, max_fanout: limits of one sampling request.

@@ -1,0 +1,104 @@
+"""One client's huge requests against another's batches: the second's latency alone and beside it.
+
+A generated graph (default 200k nodes, 5M edges) is served by one ``gnnstore serve``. The
+victim asks for ordinary batches (1024 seeds, fanouts [15, 10]) one after another and
+measures each reply's latency, first alone, then while a hog process sends large requests
+that stay within the server's limits (16384 seeds, fanouts [50, 50]) from 4 threads at once.
+The issue's target: the victim's p99 beside the hog within 2x of its p99 alone.
+
+    nice python -m benchmarks.fairness
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch_geometric.sampler import NodeSamplerInput
+
+from benchmarks.loader import graph_arguments, prepare
+from gnnstore.backend.server_process import ServerProcess
+
+VICTIM = ([15, 10], 1024)
+HOG = ([50, 50], 16384)
+
+
+def latencies(address: str, nodes: int, count: int) -> list[float]:
+    """Seconds per batch of ``count`` victim batches, one after another."""
+    from gnnstore.client import RemoteNeighborSampler, connect
+
+    fs, _ = connect(address, shared_memory=False)
+    sampler = RemoteNeighborSampler(fs, VICTIM[0], seed=1)
+    generator = torch.Generator().manual_seed(2)
+    out = []
+    for _ in range(count):
+        seeds = torch.randint(nodes, (VICTIM[1],), generator=generator)
+        started = time.perf_counter()
+        sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds))
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def hog(address: str, nodes: int, stop: multiprocessing.Event, sent: multiprocessing.Value) -> None:
+    """Large requests from 4 threads on one connection until ``stop``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gnnstore.client import RemoteNeighborSampler, connect
+
+    fs, _ = connect(address, shared_memory=False, timeout=600)
+
+    def loop(thread: int) -> None:
+        sampler = RemoteNeighborSampler(fs, HOG[0], seed=thread)
+        while not stop.is_set():
+            seeds = torch.randint(nodes, (HOG[1],))
+            sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds))
+            with sent.get_lock():
+                sent.value += 1
+
+    with ThreadPoolExecutor(4) as threads:
+        list(threads.map(loop, range(4)))  # an error ends the run with its traceback
+
+
+def summary(name: str, seconds: list[float]) -> str:
+    ms = np.array(seconds) * 1e3
+    return f"{name:<28} p50 {np.percentile(ms, 50):7.1f} ms  p99 {np.percentile(ms, 99):7.1f} ms  max {ms.max():7.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    graph_arguments(parser)
+    parser.add_argument("--batches", type=int, default=200)
+    parser.set_defaults(nodes=200_000)
+    args = parser.parse_args()
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="gnnstore-fairness-") as tmp:
+        folder = Path(tmp) / "graph"
+        folder.mkdir()
+        _, data_dir, _ = prepare(args.nodes, args.avg_degree, args.dim, args.out_degree_exponent, folder)
+        with ServerProcess(data_dir, "--read-only", log=Path(tmp) / "server.log") as server:
+            latencies(server.address, args.nodes, 20)  # warm-up: kernels compiled, pages in
+            alone = latencies(server.address, args.nodes, args.batches)
+            stop, sent = context.Event(), context.Value("i", 0)
+            hogging = context.Process(target=hog, args=(server.address, args.nodes, stop, sent))
+            hogging.start()
+            while sent.value < 4:  # the hog's process is up and its requests keep the server busy
+                assert hogging.is_alive(), "the hog failed; its traceback is above"
+                time.sleep(0.1)
+            started, before = time.perf_counter(), sent.value
+            beside = latencies(server.address, args.nodes, args.batches)
+            hog_rate = (sent.value - before) / (time.perf_counter() - started)
+            stop.set()
+            hogging.join(600)
+            assert hogging.exitcode == 0, "the hog failed; its traceback is above"
+    ratio = np.percentile(beside, 99) / np.percentile(alone, 99)
+    print(summary("victim alone", alone))
+    print(summary("victim beside the hog", beside))
+    print(f"hog: {hog_rate:.2f} requests/s of {HOG[1]} seeds x {HOG[0]}; victim p99 beside / alone: {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
