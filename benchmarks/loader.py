@@ -365,12 +365,17 @@ def chart(results: list[Result], base: float, train_base: float, path: Path) -> 
     plt.close(fig)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def graph_arguments(parser: argparse.ArgumentParser) -> None:
+    """The generated graph's options (the loader benchmark's graph by default)."""
     parser.add_argument("--nodes", type=int, default=1_000_000)
     parser.add_argument("--avg-degree", type=float, default=25.0)
     parser.add_argument("--dim", type=int, default=100)
     parser.add_argument("--out-degree-exponent", type=float, default=2.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    graph_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10])
     parser.add_argument("--warmup", type=int, default=10, help="batches before timing (fills caches)")

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.loader import RESULTS, TARGET, Phase, paired_rounds, prepare, table
+from benchmarks.loader import RESULTS, TARGET, Phase, graph_arguments, paired_rounds, prepare, table
 from gnnstore.backend.server_process import ServerProcess
 
 
@@ -42,10 +42,7 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1_000_000)
-    parser.add_argument("--avg-degree", type=float, default=25.0)
-    parser.add_argument("--dim", type=int, default=100)
-    parser.add_argument("--out-degree-exponent", type=float, default=2.1)
+    graph_arguments(parser)
     parser.add_argument("--batches", type=int, default=200, help="batches timed per row")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", action="store_true", help="100k nodes, 20 batches")
