@@ -32,7 +32,7 @@ from gnnstore.backend.served_data import ServedData, open_served_data
 from gnnstore.config import ServerConfig
 from gnnstore.proto import admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
 from gnnstore.proto.errors import InvalidRequestError, PreconditionError
-from gnnstore.proto.network import is_loopback
+from gnnstore.proto.network import is_loopback, read_pem
 
 logger = logging.getLogger(__name__)
 
@@ -262,21 +262,11 @@ def _server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
     """
     if config.tls_cert is None:
         return None
-    chain, key = _read_pem(config.tls_cert, "tls_cert"), _read_pem(config.tls_key, "tls_key")
-    client_ca = None if config.tls_client_ca is None else _read_pem(config.tls_client_ca, "tls_client_ca")
+    chain, key = read_pem(config.tls_cert, "tls_cert"), read_pem(config.tls_key, "tls_key")
+    client_ca = None if config.tls_client_ca is None else read_pem(config.tls_client_ca, "tls_client_ca")
     return grpc.ssl_server_credentials(
         [(key, chain)], root_certificates=client_ca, require_client_auth=client_ca is not None
     )
-
-
-def _read_pem(path: os.PathLike, setting: str) -> bytes:
-    try:
-        data = open(path, "rb").read()
-    except OSError as exc:
-        raise InvalidRequestError(f"{setting} cannot be read: {exc.strerror}") from None
-    if b"-----BEGIN " not in data:
-        raise InvalidRequestError(f"{setting} is not a PEM file (no '-----BEGIN' line)")
-    return data
 
 
 def _server_options(config: ServerConfig) -> list[tuple[str, Any]]:

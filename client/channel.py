@@ -18,7 +18,6 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -35,7 +34,7 @@ from gnnstore.proto.errors import (
     ServerUnavailableError,
 )
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES
-from gnnstore.proto.network import is_loopback
+from gnnstore.proto.network import is_loopback, read_pem
 
 logger = logging.getLogger(__name__)
 
@@ -257,20 +256,10 @@ def _tls_material(
         if client_cert is not None:
             raise InvalidRequestError("client_cert needs TLS: pass tls=True or the CA's path too")
         return None
-    root = None if tls is True else _read_pem(tls, "tls")
+    root = None if tls is True else read_pem(tls, "tls")
     if client_cert is None:
         return root, None, None
-    return root, _read_pem(client_key, "client_key"), _read_pem(client_cert, "client_cert")
-
-
-def _read_pem(path: str | os.PathLike, what: str) -> bytes:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InvalidRequestError(f"{what} {path}: cannot read it ({exc.strerror})") from None
-    if b"-----BEGIN " not in data:
-        raise InvalidRequestError(f"{what} {path} is not a PEM file (no '-----BEGIN' line)")
-    return data
+    return root, read_pem(client_key, "client_key"), read_pem(client_cert, "client_cert")
 
 
 def as_connection(connection: Connection | str) -> Connection:

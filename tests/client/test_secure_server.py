@@ -325,3 +325,19 @@ def test_sighup_reloads_the_auth_file(data_dir: Path, tmp_path: Path) -> None:
         _multi_get(connect(server.address, token=new)[0])
         assert server.proc.poll() is None
     assert "kept the previous 1 token(s)" in (tmp_path / "serve.log").read_text()
+
+
+def test_tls_files_that_do_not_fit_are_named_by_their_setting(pki: Pki, tmp_path: Path) -> None:
+    from gnnstore.proto.errors import InvalidRequestError
+
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("hello")
+    for kwargs, match in [
+        ({"tls": tmp_path / "missing.pem"}, "tls cannot be read: No such file"),
+        ({"tls": not_pem}, "tls is not a PEM file"),
+        ({"tls": pki.ca, "client_cert": pki.client_cert}, "client_cert and client_key come together"),
+        ({"tls": False, "client_cert": pki.client_cert, "client_key": pki.client_key}, "client_cert needs TLS"),
+    ]:
+        with pytest.raises(InvalidRequestError, match=match) as refused:
+            connect("127.0.0.1:1", **kwargs)
+        assert str(tmp_path) not in str(refused.value)
