@@ -17,7 +17,6 @@ import hmac
 import logging
 import re
 import stat
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,7 +116,6 @@ class TokenTable:
     def __init__(self, auth_file: Path | None = None, env_entries: str | None = None) -> None:
         self._file = None if auth_file is None else Path(auth_file)
         self._env = env_entries
-        self._lock = threading.Lock()
         self._entries = self._read()
 
     def __len__(self) -> int:
@@ -130,8 +128,7 @@ class TokenTable:
         except InvalidRequestError as exc:
             logger.error("kept the previous %d token(s): %s", len(self._entries), exc)
             return False
-        with self._lock:
-            self._entries = entries
+        self._entries = entries  # one reference swap: a call sees the old table or the new one
         logger.info("reloaded %d token(s)", len(entries))
         return True
 
