@@ -232,7 +232,7 @@ class SamplingRunner:
         self, seeds: dict[NodeType | None, int], num_neighbors: NumNeighbors, replace: bool, disjoint: bool
     ) -> None:
         """Refuse a request whose sample could pass ``max_sample_edges``, before sampling."""
-        per_type = num_neighbors if isinstance(num_neighbors, dict) else {None: list(num_neighbors)}
+        per_type = _per_edge_type(num_neighbors)
         bound = sampled_edges_bound(seeds, per_type, self._bounds, replace=replace, disjoint=disjoint)
         limit = self._limits.max_sample_edges
         if bound > limit:
@@ -264,8 +264,7 @@ class SamplingRunner:
                 f"{num_seeds} {what} in one request is over the server's limit of "
                 f"{limits.max_seeds}; use smaller batches"
             )
-        per_type = num_neighbors if isinstance(num_neighbors, dict) else {None: num_neighbors}
-        for edge_type, hops in per_type.items():
+        for edge_type, hops in _per_edge_type(num_neighbors).items():
             where = "" if edge_type is None else f" of edge type {describe(edge_type)}"
             if len(hops) > limits.max_hops:
                 raise InvalidRequestError(
@@ -276,6 +275,11 @@ class SamplingRunner:
                     f"fanouts {list(hops)}{where} exceed the limit of {limits.max_fanout} "
                     f"neighbours per hop (use -1 for all neighbours)"
                 )
+
+
+def _per_edge_type(num_neighbors: NumNeighbors) -> dict:
+    """Fanouts by edge type; a homogeneous graph's under ``None``."""
+    return num_neighbors if isinstance(num_neighbors, dict) else {None: list(num_neighbors)}
 
 
 def _fanouts(per_type: dict) -> str:
