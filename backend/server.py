@@ -84,7 +84,8 @@ class GnnStoreServer:
             else:
                 port = self._server.add_secure_port(config.address, credentials)
         except RuntimeError as exc:
-            self.data.close()
+            self._server = None
+            self.stop()  # the sampling threads, the handler pool and the data
             raise PreconditionError(f"cannot listen on {config.address}: {exc}") from None
         self._server.start()
         self.address = f"{config.host}:{port}"

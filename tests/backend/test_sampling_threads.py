@@ -55,3 +55,19 @@ def test_sampling_threads_default_to_half_the_usable_cpus() -> None:
 def test_negative_sampling_threads_are_refused() -> None:
     with pytest.raises(ValueError, match="sampling_threads must be >= 0, got -1"):
         ServerConfig(sampling_threads=-1)
+
+
+def test_a_server_that_cannot_listen_leaves_no_threads_behind(tmp_path: Path) -> None:
+    from gnnstore.proto.errors import PreconditionError
+
+    data_dir = ingest(generate_graph(100, 4.0, 4, 2, seed=1), tmp_path / "data")
+    first = GnnStoreServer(ServerConfig(data_dir=data_dir, port=0, read_only=True))
+    port = int(first.start().rsplit(":", 1)[1])
+    try:
+        before = _sampling_thread_names()
+        second = GnnStoreServer(ServerConfig(data_dir=data_dir, port=port, read_only=True))
+        with pytest.raises(PreconditionError, match=f"cannot listen on 127.0.0.1:{port}"):
+            second.start()
+        assert _sampling_thread_names() == before and second.data is None
+    finally:
+        first.stop(grace=1.0)
