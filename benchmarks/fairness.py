@@ -44,18 +44,25 @@ def latencies(address: str, nodes: int, count: int) -> list[float]:
 
 
 def hog(address: str, nodes: int, stop: multiprocessing.Event, sent: multiprocessing.Value) -> None:
-    """Large requests from 4 threads on one connection until ``stop``."""
+    """Large requests from 4 threads on one connection until ``stop``. Replies are taken as raw
+    bytes, not decoded: the hog stands for a client on another machine, whose CPU is not this
+    host's to share."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from gnnstore.client import RemoteNeighborSampler, connect
+    import grpc
 
-    fs, _ = connect(address, shared_memory=False, timeout=600)
+    from gnnstore.proto.sample_codec import node_input_to_proto, options_to_proto
+
+    limit = 1 << 30
+    channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", limit)])
+    call = channel.unary_unary("/gnnstore.v1.GraphService/SampleFromNodes")
 
     def loop(thread: int) -> None:
-        sampler = RemoteNeighborSampler(fs, HOG[0], seed=thread)
+        generator = torch.Generator().manual_seed(thread)
         while not stop.is_set():
-            seeds = torch.randint(nodes, (HOG[1],))
-            sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds))
+            request = node_input_to_proto(NodeSamplerInput(input_id=None, node=torch.randint(nodes, (HOG[1],), generator=generator)))
+            request.options.CopyFrom(options_to_proto(HOG[0], replace=False, disjoint=False, seed=thread))
+            call(request.SerializeToString(), timeout=600)
             with sent.get_lock():
                 sent.value += 1
 
