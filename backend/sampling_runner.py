@@ -173,14 +173,15 @@ class SamplingRunner:
         node_ids = {group: nodes[group].numpy() for group in wanted}
         lacking = {group: self._lacking(group, node_ids[group], request) for group in wanted}
         empty = None if segment is None else segment.empty
+        row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._features.tensor_schema()}
         positions: dict[NodeType | None, np.ndarray] = {}
-        if request.aligned and segment is not None and self._fits_aligned(wanted, nodes, segment):
+        if request.aligned and segment is not None and _fits_aligned(wanted, nodes, segment, row_bytes):
             positions = {g: np.flatnonzero(keep) for g, keep in lacking.items()}
             ids = {g: nodes[g][torch.from_numpy(at)] for g, at in positions.items()}
         else:
             ids = {g: torch.from_numpy(distinct_in_order(node_ids[g][keep])) for g, keep in lacking.items()}
         queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
-        self._check_reply_bytes(queries)
+        self._check_reply_bytes(queries, row_bytes)
         placements = None
         if positions:
             placements = [(positions[g], nodes[g].numel()) for g, names in wanted.items() for _ in names]
@@ -192,18 +193,6 @@ class SamplingRunner:
             )
             for g, names in wanted.items()
         ]
-
-    def _fits_aligned(
-        self, wanted: dict[NodeType | None, list[str]], nodes: dict[NodeType | None, Tensor], segment: ReplyWriter
-    ) -> bool:
-        """Whether a row per node list entry of every wanted attr, with ids and positions, fits."""
-        row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._features.tensor_schema()}
-        need = sum(
-            nodes[g].numel() * row_bytes.get((g, name), 0) + ALIGNMENT
-            for g, names in wanted.items() for name in names
-        )
-        need += sum(2 * (nodes[g].numel() * 8 + ALIGNMENT) for g in wanted)
-        return need <= segment.free_bytes()
 
     def _lacking(self, group: NodeType | None, ids: np.ndarray, request: RowRequest) -> np.ndarray:
         """Which entries of the node list ``ids`` the client lacks (a mask): those neither in
@@ -243,9 +232,8 @@ class SamplingRunner:
                 "`gnnstore serve --max-sample-edges` (GNNSTORE_MAX_SAMPLE_EDGES)"
             )
 
-    def _check_reply_bytes(self, queries: list[TensorAttr]) -> None:
+    def _check_reply_bytes(self, queries: list[TensorAttr], row_bytes: dict[tuple, int]) -> None:
         """Refuse to gather more feature bytes than ``max_reply_bytes``, before gathering."""
-        row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._features.tensor_schema()}
         need = sum(len(q.index) * row_bytes.get((q.group_name, q.attr_name), 0) for q in queries)
         limit = self._limits.max_reply_bytes
         if need > limit:
@@ -275,6 +263,21 @@ class SamplingRunner:
                     f"fanouts {list(hops)}{where} exceed the limit of {limits.max_fanout} "
                     f"neighbours per hop (use -1 for all neighbours)"
                 )
+
+
+def _fits_aligned(
+    wanted: dict[NodeType | None, list[str]],
+    nodes: dict[NodeType | None, Tensor],
+    segment: ReplyWriter,
+    row_bytes: dict[tuple, int],
+) -> bool:
+    """Whether a row per node list entry of every wanted attr, with ids and positions, fits."""
+    need = sum(
+        nodes[g].numel() * row_bytes.get((g, name), 0) + ALIGNMENT
+        for g, names in wanted.items() for name in names
+    )
+    need += sum(2 * (nodes[g].numel() * 8 + ALIGNMENT) for g in wanted)
+    return need <= segment.free_bytes()
 
 
 def _per_edge_type(num_neighbors: NumNeighbors) -> dict:
