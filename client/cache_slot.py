@@ -70,6 +70,24 @@ class CacheSlot:
             grown[: self.id2pos.shape[0]] = self.id2pos
             self.id2pos = grown
 
+    def __getstate__(self) -> dict:
+        # A copy's rows are its own. Pickled into a spawned loader worker, a tensor would go
+        # through torch's shared memory, and two workers evicting into one storage through
+        # their own id maps would read each other's rows: rows travel as plain bytes instead.
+        state = self.__dict__.copy()
+        state["storage"] = {
+            name: (rows.cpu().contiguous().view(torch.uint8).numpy(), rows.dtype, tuple(rows.shape), rows.device)
+            for name, rows in self.storage.items()
+        }
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.storage = {
+            name: torch.from_numpy(raw).view(dtype).reshape(shape).to(device)
+            for name, (raw, dtype, shape, device) in state["storage"].items()
+        }
+
     def clear(self) -> None:
         """Drop every row of both tiers."""
         self.id2pos.fill(-1)

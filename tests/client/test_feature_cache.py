@@ -272,3 +272,24 @@ def test_an_index_edited_in_place_between_reads_is_read_afresh() -> None:
     assert torch.equal(cache.read(None, "x", ids, lambda m: x[m]), x[ids])
     ids[0] = 7  # the same tensor object, new contents
     assert torch.equal(cache.read(None, "z", ids, lambda m: x[m]), x[ids])
+
+
+def test_a_pickled_cache_owns_its_rows_even_through_torch_shared_memory() -> None:
+    """Spawned loader workers get the cache through torch's pickler, which moves tensors to
+    shared memory: without a copy of its own, a worker's evictions overwrote another's rows."""
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401 - registers torch's shared-memory reductions
+
+    from gnnstore.client.feature_cache import FeatureCache
+    from gnnstore.proto.attr_schema import AttrSchema
+
+    cache = FeatureCache(1 << 12, [AttrSchema(None, "x", torch.float32, (100, 4))], policy="sieve")
+    first, second = (pickle.loads(ForkingPickler.dumps(cache)) for _ in range(2))
+    for copy in (cache, first, second):
+        (slot,) = copy._slots.values()
+        slot.storage["x"].fill_(float(id(copy) % 1000))
+    (original,), (one,), (other,) = (c._slots.values() for c in (cache, first, second))
+    assert not torch.equal(original.storage["x"], one.storage["x"])
+    assert not torch.equal(one.storage["x"], other.storage["x"])
