@@ -89,6 +89,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                     bytes_received=record.bytes_received,
                     bytes_sent=record.bytes_sent,
                     bytes_shared=record.bytes_shared,
+                    retries=record.retries,
                 )
             for client, counts in sorted(self._metrics.clients().items()):
                 reply.clients.add(
@@ -98,5 +99,6 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                     errors=counts.errors,
                     bytes_received=counts.bytes_received,
                     bytes_sent=counts.bytes_sent,
+                    retries=counts.retries,
                 )
             return reply

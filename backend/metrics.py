@@ -13,6 +13,7 @@ import grpc
 import numpy as np
 
 from gnnstore.backend.auth import ANONYMOUS, Principal
+from gnnstore.proto.network import RETRY_KEY
 
 LATENCY_WINDOW = 10_000
 """Latencies kept per method for the percentiles (the most recent ones)."""
@@ -33,6 +34,7 @@ class MethodRecord:
     bytes_received: int = 0
     bytes_sent: int = 0
     bytes_shared: int = 0
+    retries: int = 0
     latencies_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
 
     def percentile_ms(self, q: float) -> float:
@@ -53,6 +55,7 @@ class ClientRecord:
     errors: int = 0
     bytes_received: int = 0
     bytes_sent: int = 0
+    retries: int = 0
 
 
 class Metrics:
@@ -66,19 +69,29 @@ class Metrics:
         self._clients: dict[str, ClientRecord] = {}
 
     def record(
-        self, method: str, seconds: float, received: int, ok: bool, client: Principal = ANONYMOUS
+        self,
+        method: str,
+        seconds: float,
+        received: int,
+        ok: bool,
+        client: Principal = ANONYMOUS,
+        *,
+        retry: bool = False,
     ) -> None:
-        """Count one finished call (its replies' bytes are counted by ``record_sent``)."""
+        """Count one finished call (its replies' bytes are counted by ``record_sent``);
+        ``retry``: the client sent it again after the server was unreachable."""
         with self._lock:
             rec = self._methods.setdefault(method, MethodRecord())
             rec.requests += 1
             rec.errors += 0 if ok else 1
             rec.bytes_received += received
+            rec.retries += retry
             rec.latencies_s.append(seconds)
             by_client = self._client(client)
             by_client.requests += 1
             by_client.errors += 0 if ok else 1
             by_client.bytes_received += received
+            by_client.retries += retry
 
     def record_sent(self, method: str, sent: int, client: Principal = ANONYMOUS) -> None:
         """Count the bytes of one reply message as it is serialised."""
@@ -101,6 +114,7 @@ class Metrics:
                     r.bytes_received,
                     r.bytes_sent,
                     r.bytes_shared,
+                    r.retries,
                     deque(r.latencies_s),
                 )
                 for name, r in self._methods.items()
@@ -150,6 +164,11 @@ class MetricsInterceptor(grpc.ServerInterceptor):
             return handler
         measured = method.startswith(SERVICE_PREFIX)  # others (health) are only parse-checked
         client = self._identify(handler_call_details) if measured else ANONYMOUS
+        retry = any(key == RETRY_KEY for key, _ in handler_call_details.invocation_metadata or ())
+
+        def finished(seconds: float, received: int, ok: bool) -> None:
+            if measured:
+                self._metrics.record(method, seconds, received, ok, client, retry=retry)
         deserialize = handler.request_deserializer or (lambda data: data)
         serialize = handler.response_serializer or (lambda message: message)
 
@@ -167,17 +186,18 @@ class MetricsInterceptor(grpc.ServerInterceptor):
 
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, client, handler.unary_unary, measured), request_deserializer=read,
+                self._unary(method, handler.unary_unary, finished), request_deserializer=read,
                 response_serializer=write,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, client, handler.unary_stream, measured), request_deserializer=read,
+                self._streaming(method, handler.unary_stream, finished), request_deserializer=read,
                 response_serializer=write,
             )
         return handler
 
-    def _unary(self, method: str, client: Principal, behaviour: Callable, measured: bool) -> Callable:
+    @staticmethod
+    def _unary(method: str, behaviour: Callable, finished: Callable[[float, int, bool], None]) -> Callable:
         def timed(sized_request: tuple[int, Any], context: grpc.ServicerContext) -> Any:
             (received, request), started, ok = sized_request, time.perf_counter(), False
             try:
@@ -186,12 +206,12 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 ok = True
                 return response
             finally:
-                if measured:
-                    self._metrics.record(method, time.perf_counter() - started, received, ok, client)
+                finished(time.perf_counter() - started, received, ok)
 
         return timed
 
-    def _streaming(self, method: str, client: Principal, behaviour: Callable, measured: bool) -> Callable:
+    @staticmethod
+    def _streaming(method: str, behaviour: Callable, finished: Callable[[float, int, bool], None]) -> Callable:
         def timed(sized_request: tuple[int, Any], context: grpc.ServicerContext) -> Iterator[Any]:
             (received, request), started, ok = sized_request, time.perf_counter(), False
             try:
@@ -199,8 +219,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 yield from behaviour(request, context)
                 ok = True
             finally:
-                if measured:
-                    self._metrics.record(method, time.perf_counter() - started, received, ok, client)
+                finished(time.perf_counter() - started, received, ok)
 
         return timed
 

@@ -39,6 +39,7 @@ class MethodStats:
     bytes_received: int
     bytes_sent: int
     bytes_shared: int
+    retries: int
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class ClientStats:
     errors: int
     bytes_received: int
     bytes_sent: int
+    retries: int
 
 
 def server_info(connection: Connection | str) -> ServerInfo:
@@ -81,6 +83,7 @@ def server_stats(connection: Connection | str) -> dict[str, MethodStats]:
             m.bytes_received,
             m.bytes_sent,
             m.bytes_shared,
+            m.retries,
         )
         for m in reply.methods
     }
@@ -94,7 +97,7 @@ def client_stats(connection: Connection | str) -> dict[str, ClientStats]:
     connection = as_connection(connection)
     reply = connection.call("AdminService", "Stats", admin_pb2.StatsRequest())
     return {
-        c.client: ClientStats(c.role, c.requests, c.errors, c.bytes_received, c.bytes_sent)
+        c.client: ClientStats(c.role, c.requests, c.errors, c.bytes_received, c.bytes_sent, c.retries)
         for c in reply.clients
     }
 

@@ -11,30 +11,40 @@ system's CAs, a path names the CA that signed the server's certificate; ``client
 loader's worker processes need no access to the files. A ``grpc.RpcError`` never leaves this
 module: it becomes a ``GnnStoreError``, looked up by the class name the server sent in the
 closed ``ERRORS_BY_NAME`` table, else by status.
+
+A server that restarts mid-epoch is ridden through: once a process's connection has reached
+the server (its first call checks in with Info and notes the graph version it serves), an
+idempotent call (``retry.IDEMPOTENT_CALLS``) that finds the server unreachable is sent again
+with backoff for up to ``retry_timeout`` seconds. Before each new try the connection asks Info
+again: a server that came back serving another graph version gets a ``PreconditionError``
+naming both, not the request. Every try after the first carries its number (``gnnstore-retry``),
+so the server's Stats count them per client; ``Connection.retries`` counts them per process.
 """
 from __future__ import annotations
 
 import logging
 import os
 import threading
-from collections.abc import Iterator
+import time
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gnnstore.client.reply_segments import ReplySegmentPool
-from gnnstore.proto import admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
+from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S, IDEMPOTENT_CALLS, Backoff
+from gnnstore.proto import admin_pb2, admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
 from gnnstore.proto.errors import (
     ERROR_CLASS_KEY,
     ERRORS_BY_NAME,
     ERRORS_BY_STATUS,
     GnnStoreError,
     InvalidRequestError,
+    PreconditionError,
     ServerUnavailableError,
 )
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES
-from gnnstore.proto.network import is_loopback, read_pem
+from gnnstore.proto.network import RETRY_KEY, is_loopback, read_pem
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +77,12 @@ class Connection:
         tls: ``False`` plaintext; ``True`` TLS trusting the system's CAs; a path: TLS trusting
             that PEM CA. ``None`` (default) is ``$GNNSTORE_TLS_CA`` if set, else plaintext.
         client_cert, client_key: this client's PEM certificate and key, for mutual TLS.
+        retry_timeout: seconds an idempotent call keeps retrying while a server this process
+            has reached is unreachable (default 60; 0: never retry).
 
     Raises:
-        InvalidRequestError: a bad address or timeout, a certificate file that cannot be read,
-            or a client certificate without TLS.
+        InvalidRequestError: a bad address, timeout or retry_timeout, a certificate file that
+            cannot be read, or a client certificate without TLS.
     """
 
     def __init__(
@@ -84,14 +96,18 @@ class Connection:
         tls: bool | str | os.PathLike | None = None,
         client_cert: str | os.PathLike | None = None,
         client_key: str | os.PathLike | None = None,
+        retry_timeout: float = DEFAULT_RETRY_TIMEOUT_S,
     ) -> None:
         host, sep, port = address.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise InvalidRequestError(f"address must look like 'host:port', got {address!r}")
         if not timeout > 0:
             raise InvalidRequestError(f"timeout must be > 0 seconds, got {timeout}")
+        if not retry_timeout >= 0 or retry_timeout == float("inf"):
+            raise InvalidRequestError(f"retry_timeout must be finite seconds >= 0, got {retry_timeout}")
         self.address = address
         self.timeout = float(timeout)
+        self.retry_timeout = float(retry_timeout)
         self.max_message_bytes = int(max_message_bytes)
         self.shared_memory = (
             is_loopback(host) and hasattr(os, "memfd_create") if shared_memory is None else bool(shared_memory)
@@ -107,6 +123,11 @@ class Connection:
         self._pid: int | None = None
         self._stubs: dict[str, Any] = {}
         self._segments: ReplySegmentPool | None = None
+        self.data_version: str | None = None
+        """The graph version the server served at this connection's first call (``None``
+        before it); inherited by loader workers."""
+        self.retries = 0
+        """Tries this process sent again because the server was unreachable."""
 
     def __repr__(self) -> str:
         return f"Connection({self.address!r}, timeout={self.timeout}, tls={self._tls is not None})"
@@ -119,7 +140,7 @@ class Connection:
     def __getstate__(self) -> dict[str, Any]:
         # Never ship a channel across fork or pickle: the other process opens its own.
         state = self.__dict__.copy()
-        state.update(_lock=None, _channel=None, _pid=None, _stubs={}, _segments=None)
+        state.update(_lock=None, _channel=None, _pid=None, _stubs={}, _segments=None, retries=0)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -127,31 +148,101 @@ class Connection:
         self._lock = threading.Lock()
 
     def call(self, service: str, method: str, request: Any, *, timeout: float | None = None) -> Any:
-        """Make one unary call with a deadline.
+        """Make one unary call with a deadline, retried as the module doc says.
 
         Raises:
             GnnStoreError: the server's error, as the class it named or its status maps to.
-            ServerUnavailableError: the server is unreachable or missed the deadline.
+            ServerUnavailableError: the server is unreachable or missed the deadline (after
+                ``retry_timeout`` seconds of retries where the call is retried).
+            PreconditionError: the server came back from a restart serving another graph version.
         """
-        deadline = self.timeout if timeout is None else timeout
-        try:
-            return getattr(self._stub(service), method)(request, timeout=deadline, metadata=self._metadata)
-        except grpc.RpcError as exc:
-            raise self._error(exc, f"{service}.{method}", deadline) from None
+        return self._invoke(
+            service, method, lambda rpc, deadline, metadata: rpc(request, timeout=deadline, metadata=metadata),
+            timeout,
+        )
 
-    def stream(
+    def stream_all(
         self, service: str, method: str, request: Any, *, timeout: float | None = None
-    ) -> Iterator[Any]:
-        """Make one server-streaming call; the deadline covers the whole stream.
+    ) -> list[Any]:
+        """Make one server-streaming call and return every message; the deadline covers the
+        whole stream, and a retry asks for the whole stream again.
 
         Raises:
             GnnStoreError: as for ``call``, also when the stream breaks midway.
         """
-        deadline = self.timeout if timeout is None else timeout
-        try:
-            yield from getattr(self._stub(service), method)(request, timeout=deadline, metadata=self._metadata)
-        except grpc.RpcError as exc:
-            raise self._error(exc, f"{service}.{method}", deadline) from None
+        return self._invoke(
+            service, method,
+            lambda rpc, deadline, metadata: list(rpc(request, timeout=deadline, metadata=metadata)),
+            timeout,
+        )
+
+    def _invoke(self, service: str, method: str, send: Any, timeout: float | None) -> Any:
+        """``send(rpc, deadline, metadata)``, tried again while the module doc says so."""
+        name, deadline = f"{service}.{method}", self.timeout if timeout is None else timeout
+        retried = self.retry_timeout > 0 and name in IDEMPOTENT_CALLS
+        if retried and self.data_version is None:
+            try:
+                self.data_version = self._served_version(deadline)
+            except grpc.RpcError as exc:  # never reached: a wrong address or TLS, not a restart
+                raise self._error(exc, "AdminService.Info", deadline) from None
+        backoff, tries = None, 0
+        while True:
+            try:
+                metadata = self._metadata
+                if tries:
+                    self._expect_same_data(deadline)
+                    metadata = (*metadata, (RETRY_KEY, str(tries)))
+                reply = send(getattr(self._stub(service), method), deadline, metadata)
+                if tries:
+                    logger.info("%s: the server at %s answered again, after %d retries",
+                                   name, self.address, tries)
+                return reply
+            except grpc.RpcError as exc:
+                error = self._error(exc, name, deadline)
+                if not (retried and self._worth_retrying(exc)):
+                    raise error from None
+                backoff = backoff or Backoff(self.retry_timeout)
+                delay = backoff.next_delay()
+                if delay is None:
+                    raise ServerUnavailableError(
+                        f"{error} (retried for {self.retry_timeout:g} s, the connection's retry_timeout)"
+                    ) from None
+                tries += 1
+                with self._lock:
+                    self.retries += 1
+                if tries == 1:
+                    logger.warning("%s: %s; retrying for up to %g s", name, error, self.retry_timeout)
+                logger.debug("%s: try %d in %.2f s", name, tries + 1, delay)
+                time.sleep(delay)
+
+    def _served_version(self, deadline: float) -> str:
+        """The graph version the server serves now: one Info call, not retried.
+
+        Raises:
+            grpc.RpcError: the call failed.
+        """
+        info = self._stub("AdminService").Info(admin_pb2.InfoRequest(), timeout=deadline, metadata=self._metadata)
+        return info.snapshot_version
+
+    def _expect_same_data(self, deadline: float) -> None:
+        """Raise ``PreconditionError`` if the server now serves another graph version than the
+        one this connection began with (a failed Info call raises ``grpc.RpcError``)."""
+        version = self._served_version(deadline)
+        if version != self.data_version:
+            raise PreconditionError(
+                f"the gnnstore server at {self.address} came back from a restart serving graph "
+                f"version {version}, but this client began with version {self.data_version}; "
+                "its batches would mix two graphs. Connect again (connect(...)) to train on the "
+                "new version."
+            )
+
+    def _worth_retrying(self, exc: grpc.RpcError) -> bool:
+        """Whether ``exc`` says the server is down (not that the call was refused)."""
+        if exc.code() == grpc.StatusCode.UNAVAILABLE:
+            return not _is_tls_failure(exc.details() or "")
+        if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:  # down, or only slow at this call?
+            return not self.is_serving()
+        return False
 
     def is_serving(self, *, timeout: float = 2.0) -> bool:
         """Whether the server answers the standard health check with SERVING."""
@@ -209,6 +300,11 @@ class Connection:
             # Keepalive finds a dead server on an idle connection; the server permits this rate.
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.keepalive_timeout_ms", 10_000),
+            # A restarted server is reconnected to within a second (grpc's default waits up to 2 min).
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1000),
+            # A new connection tries at once, not after another channel's reconnect backoff.
+            ("grpc.use_local_subchannel_pool", 1),
         ]
 
     def _error(self, exc: grpc.RpcError, rpc: str, deadline: float) -> GnnStoreError:
@@ -218,7 +314,7 @@ class Connection:
                 f"gnnstore server at {self.address} did not answer {rpc} within {deadline:g} s"
             )
         if code == grpc.StatusCode.UNAVAILABLE:
-            if any(word in details.lower() for word in _TLS_WORDS):
+            if _is_tls_failure(details):
                 return ServerUnavailableError(
                     f"TLS with the gnnstore server at {self.address} failed ({details}); check "
                     "that tls= names the CA that signed the server's certificate, and client_cert/"
@@ -236,6 +332,10 @@ class Connection:
         name = dict(exc.trailing_metadata() or ()).get(ERROR_CLASS_KEY)
         cls = ERRORS_BY_NAME.get(name) or ERRORS_BY_STATUS.get(code, GnnStoreError)
         return cls(details or f"{rpc} failed with {code.name}")
+
+
+def _is_tls_failure(details: str) -> bool:
+    return any(word in details.lower() for word in _TLS_WORDS)
 
 
 def _tls_material(

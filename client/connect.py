@@ -8,6 +8,7 @@ import torch
 from gnnstore.client.channel import DEFAULT_TIMEOUT_S, Connection
 from gnnstore.client.feature_cache import FeatureCache
 from gnnstore.client.hot_set import warm_hot_set
+from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES
@@ -28,6 +29,7 @@ def connect(
     tls: bool | str | os.PathLike | None = None,
     client_cert: str | os.PathLike | None = None,
     client_key: str | os.PathLike | None = None,
+    retry_timeout: float = DEFAULT_RETRY_TIMEOUT_S,
 ) -> tuple[RemoteFeatureStore, RemoteGraphStore]:
     """``(feature_store, graph_store)`` for the server at ``address``, sharing one connection.
 
@@ -56,10 +58,13 @@ def connect(
             the server's certificate; ``None`` (default) is ``$GNNSTORE_TLS_CA`` if set, else
             plaintext.
         client_cert, client_key: PEM certificate and key of this client, for mutual TLS.
+        retry_timeout: seconds a sampling, read or Put call keeps retrying while the server,
+            once reached, is unreachable (a restart); default 60, 0 never retries. A server that
+            comes back serving another graph version raises ``PreconditionError``.
 
     Raises:
-        InvalidRequestError: an address that is not ``host:port``, a timeout <= 0, a bad
-            cache size or policy, or a certificate file that cannot be read.
+        InvalidRequestError: an address that is not ``host:port``, a timeout <= 0, a negative
+            retry_timeout, a bad cache size or policy, or a certificate file that cannot be read.
         ServerUnavailableError: a cache was asked for and the server cannot be reached (also
             when TLS fails: the message says so).
         AuthenticationError, PermissionDeniedError: a cache was asked for and the token is
@@ -67,7 +72,7 @@ def connect(
     """
     connection = Connection(
         address, timeout=timeout, max_message_bytes=max_message_bytes, shared_memory=shared_memory,
-        token=token, tls=tls, client_cert=client_cert, client_key=client_key,
+        token=token, tls=tls, client_cert=client_cert, client_key=client_key, retry_timeout=retry_timeout,
     )
     fs, gs = RemoteFeatureStore(connection), RemoteGraphStore(connection)
     if cache_bytes:

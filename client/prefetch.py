@@ -4,19 +4,30 @@
 chain of gnnstore stages). Each ``iter()`` is one epoch. Over a PyG ``NodeLoader`` or
 ``LinkLoader`` (``num_workers=0``) whose sampler claims request seeds in order (gnnstore's
 ``RemoteNeighborSampler``), ``depth`` batches are in flight at once: their sampling RPCs run
-on a pool of threads while one more thread assembles their features in order (the seeds stay
-those of a plain loop). Any other iterable is pulled by one thread into a queue of ``depth``,
+on a pool of threads while one more thread assembles their features in order (each batch's
+seed is claimed in loader order, so thread timing never changes a batch). Any other iterable is pulled by one thread into a queue of ``depth``,
 so ``depth`` batches wait ready and one more is being made. Order is kept either way; an
-exception raised while producing reaches the trainer at the position it happened. On CUDA, batches are pinned
+exception raised while producing a batch reaches the trainer at that batch's position, and a
+trainer that catches it and goes on gets the next batch, as from a plain loader (the epoch never
+ends early without saying so). On CUDA, batches are pinned
 and copied with ``non_blocking=True`` on the producing thread (the copy is queued on the
 device's default stream, so kernels the trainer queues later see the data).
 
 The time the trainer waits in ``next()`` is the stall: ``stall_seconds`` and ``stall_fraction``
 (of the epoch's wall time) describe the current or last epoch. A loop left early (``break``)
 ends its thread when its iterator is dropped; ``close()`` or ``with`` ends it at once.
+
+Over a PyG loader with ``depth`` batches in flight, an epoch is resumable: its index order and
+its request seeds come from a random stream of its own, seeded by one draw from torch's
+generator when the epoch begins (so they do not depend on what the trainer draws between
+batches). ``state_dict()`` holds that seed and the batches the trainer has taken; a new
+process that ``load_state_dict``s it and iterates finishes the same epoch, with the batches an
+undisturbed run would have made and every remaining seed once.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import queue
 import threading
@@ -85,15 +96,22 @@ def _produce(
         return False
 
     try:
-        for batch in source:
-            if device is not None:
-                batch = move_to(batch, device, pin_memory)
-            if not put(batch):
-                break
-        else:
-            put(_End())
-    except BaseException as error:  # noqa: BLE001 - handed to the trainer, raised there
-        put(_Failure(error))
+        while True:
+            try:
+                item = next(source)
+                if device is not None:
+                    item = move_to(item, device, pin_memory)
+            except StopIteration:
+                put(_End())
+                return
+            except Exception as error:  # noqa: BLE001 - raised at its batch; the trainer may go on
+                item = _Failure(error)
+            except BaseException as error:  # an interrupt ends the epoch after it is raised
+                if put(_Failure(error)):
+                    put(_End())
+                return
+            if not put(item):
+                return
     finally:
         close = getattr(source, "close", None)
         if callable(close):
@@ -140,12 +158,12 @@ class _Epoch(Generic[T]):
         now = time.perf_counter()
         self._timing.stall_seconds += now - waited
         self._timing.wall_seconds = now - self._start
-        if isinstance(item, (_End, _Failure)):
+        if isinstance(item, _End):
             self.close()
             _log_epoch(self._timing)
-            if isinstance(item, _Failure):
-                raise item.error
             raise StopIteration
+        if isinstance(item, _Failure):
+            raise item.error
         self._timing.batches += 1
         return item
 
@@ -164,6 +182,57 @@ class _Epoch(Generic[T]):
         self._stop.set()  # the thread sees it within one poll and exits
 
 
+@dataclass
+class EpochState:
+    """Where an epoch over a PyG loader stands: enough to make the rest of it again.
+
+    Attributes:
+        epoch_seed: seeds the epoch's own random stream (index order, request seeds).
+        position: batches the trainer has taken, failed ones included.
+        claimed: the sampler's ``claimed`` count when the epoch began (its ``seed=`` mode).
+        generator_state: the loader's ``generator=`` state when the epoch began, if it has one.
+    """
+
+    epoch_seed: int
+    position: int = 0
+    claimed: int = 0
+    generator_state: torch.Tensor | None = None
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any]) -> EpochState:
+        """The state ``state_dict`` returned.
+
+        Raises:
+            InvalidRequestError: keys or values that no ``state_dict`` makes.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        if set(state) != names:
+            raise InvalidRequestError(f"an epoch state has the keys {sorted(names)}, got {sorted(state)}")
+        for name in ("epoch_seed", "position", "claimed"):
+            if isinstance(state[name], bool) or not isinstance(state[name], int) or state[name] < 0:
+                raise InvalidRequestError(f"an epoch state's {name} is an int >= 0, got {state[name]!r}")
+        if state["generator_state"] is not None and not isinstance(state["generator_state"], torch.Tensor):
+            raise InvalidRequestError("an epoch state's generator_state is a tensor or None")
+        return cls(**state)
+
+
+class _EpochRandomness:
+    """The epoch's random stream, swapped in as torch's default generator while it draws."""
+
+    def __init__(self, seed: int) -> None:
+        self._state = torch.Generator().manual_seed(seed).get_state()
+
+    @contextlib.contextmanager
+    def drawing(self) -> Iterator[None]:
+        outside = torch.get_rng_state()
+        torch.set_rng_state(self._state)
+        try:
+            yield
+        finally:
+            self._state = torch.get_rng_state()
+            torch.set_rng_state(outside)
+
+
 class _ConcurrentEpoch(Generic[T]):
     """One epoch over a PyG loader: ``depth`` batches in flight, handed out in order.
 
@@ -175,18 +244,36 @@ class _ConcurrentEpoch(Generic[T]):
     busy on two shared cores, a fifth of the CPU time still goes idle (loader benchmark:
     14.7 ms of CPU a batch at 9.2 ms a batch); deeper pipelines fill it.
     Batches are submitted from the trainer's thread in loader order, each with the request
-    seed its sampler claims now, so concurrent batches sample exactly what a plain loop would.
+    seed its sampler claims now from the epoch's stream, so concurrent batches sample exactly
+    what a plain loop drawing from that stream would. ``resume`` replays the index batches and
+    seeds of the ``position`` batches already taken, sampling none of them.
     """
 
-    def __init__(self, owner: Prefetcher[T], timing: EpochTiming) -> None:
+    def __init__(self, owner: Prefetcher[T], timing: EpochTiming, resume: EpochState | None) -> None:
         self._loader = owner.iterable
         self._sampler = _seed_claiming_sampler(self._loader)
         self._device, self._pin_memory = owner.device, owner.pin_memory
-        self._indices = iter(_index_batches(self._loader))
+        generator = self._loader.generator
+        if resume is None:
+            self.state = EpochState(
+                int(torch.randint(1 << 62, ())), 0, self._sampler.claimed,
+                None if generator is None else generator.get_state(),
+            )
+        else:
+            self.state = dataclasses.replace(resume)
+            self._sampler.claimed = resume.claimed
+            if generator is not None and resume.generator_state is not None:
+                generator.set_state(resume.generator_state)
+        self._random = _EpochRandomness(self.state.epoch_seed)
+        with self._random.drawing():
+            self._indices = iter(_index_batches(self._loader))
+            for _ in range(self.state.position):
+                if next(self._indices, None) is not None:
+                    self._sampler.claim_seed()
         self._samplers = ThreadPoolExecutor(owner.depth, thread_name_prefix=THREAD_NAME)
         self._assembler = ThreadPoolExecutor(1, thread_name_prefix=f"{THREAD_NAME}-assemble")
         self._pending: deque[Future] = deque()
-        self._timing, self._start, self._done = timing, time.perf_counter(), False
+        self._timing, self._start, self.done = timing, time.perf_counter(), False
         for _ in range(owner.depth):
             self._submit()
 
@@ -194,27 +281,26 @@ class _ConcurrentEpoch(Generic[T]):
         return self
 
     def __next__(self) -> T:
-        if self._done or not self._pending:
+        if self.done or not self._pending:
             self._end()
             raise StopIteration
         waited = time.perf_counter()
         try:
             batch = self._pending.popleft().result()
-        except BaseException:
-            self._end()
-            raise
-        finally:
+        finally:  # a failed batch is taken too: the next call gets the batch after it
             now = time.perf_counter()
             self._timing.stall_seconds += now - waited
             self._timing.wall_seconds = now - self._start
-        self._submit()
+            self.state.position += 1
+            self._submit()
         self._timing.batches += 1
         return batch
 
     def _submit(self) -> None:
-        index = next(self._indices, None)
+        with self._random.drawing():
+            index = next(self._indices, None)
+            seed = None if index is None else self._sampler.claim_seed()
         if index is not None:
-            seed = self._sampler.claim_seed()
             sampled = self._samplers.submit(self._sample, index, seed, len(self._pending))
             self._pending.append(self._assembler.submit(self._assemble, sampled))
 
@@ -232,13 +318,13 @@ class _ConcurrentEpoch(Generic[T]):
         return move_to(batch, self._device, self._pin_memory) if self._device is not None else batch
 
     def _end(self) -> None:
-        if not self._done:
+        if not self.done:
             _log_epoch(self._timing)
         self.close()
 
     def close(self) -> None:
         """Cancel batches not started, wait for the running ones, end the threads."""
-        self._done = True
+        self.done = True
         for future in self._pending:
             future.cancel()
         self._pending.clear()
@@ -258,7 +344,7 @@ def _seed_claiming_sampler(loader: object) -> Any:
         return None
     sampler = loader.node_sampler if isinstance(loader, NodeLoader) else loader.link_sampler
     has = all(callable(getattr(sampler, name, None)) for name in ("claim_seed", "using_seed"))
-    return sampler if has else None
+    return sampler if has and isinstance(getattr(sampler, "claimed", None), int) else None
 
 
 def _index_batches(loader: NodeLoader | LinkLoader) -> DataLoader:
@@ -289,6 +375,9 @@ class Prefetcher(Generic[T]):
         device: if set, batches are moved there on the producing thread.
         pin_memory: pin host tensors before a non-blocking copy; defaults to ``True`` when
             ``device`` is a CUDA device.
+
+    Over a PyG loader whose sampler is a ``RemoteNeighborSampler`` (``num_workers=0``),
+    ``state_dict()`` / ``load_state_dict()`` checkpoint the current epoch (see the module doc).
     """
 
     def __init__(
@@ -308,14 +397,55 @@ class Prefetcher(Generic[T]):
         self.timing = EpochTiming()
         # Weak: an abandoned loop ends its threads.
         self._epoch: weakref.ref[_Epoch[T] | _ConcurrentEpoch[T]] | None = None
+        self._resume: EpochState | None = None
 
     def __iter__(self) -> Iterator[T]:
         self.close()
         self.timing = EpochTiming()
-        concurrent = _seed_claiming_sampler(self.iterable) is not None
-        epoch = (_ConcurrentEpoch if concurrent else _Epoch)(self, self.timing)
+        epoch: _Epoch[T] | _ConcurrentEpoch[T]
+        if self.resumable:
+            epoch, self._resume = _ConcurrentEpoch(self, self.timing, self._resume), None
+        else:
+            epoch = _Epoch(self, self.timing)
         self._epoch = weakref.ref(epoch)
         return epoch
+
+    @property
+    def resumable(self) -> bool:
+        """Whether epochs can be checkpointed: a PyG loader over a ``RemoteNeighborSampler``,
+        ``num_workers=0`` (its batches are then made ``depth`` at a time)."""
+        return _seed_claiming_sampler(self.iterable) is not None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the current epoch stands (``EpochState``'s fields), to save with the model's
+        checkpoint; ``{}`` before the first and after the last batch of an epoch (the next
+        ``iter()`` begins a new one).
+
+        Raises:
+            InvalidRequestError: the wrapped iterable's epochs are not resumable.
+        """
+        self._require_resumable()
+        epoch = self._epoch() if self._epoch is not None else None
+        if not isinstance(epoch, _ConcurrentEpoch) or epoch.done:
+            return {}
+        return dataclasses.asdict(epoch.state)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter()`` finish the epoch ``state`` describes (``{}``: a new epoch).
+
+        Raises:
+            InvalidRequestError: the epochs are not resumable, or ``state`` is not a ``state_dict()``.
+        """
+        self._require_resumable()
+        self._resume = EpochState.from_dict(state) if state else None
+
+    def _require_resumable(self) -> None:
+        if not self.resumable:
+            raise InvalidRequestError(
+                "only a Prefetcher over a PyG NodeLoader/LinkLoader with num_workers=0 whose sampler "
+                f"is a RemoteNeighborSampler can checkpoint its epochs; this one wraps a "
+                f"{type(self.iterable).__name__}"
+            )
 
     def __len__(self) -> int:
         return len(self.iterable)  # type: ignore[arg-type]

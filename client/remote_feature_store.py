@@ -139,7 +139,7 @@ class RemoteFeatureStore(FeatureStore):
 
     def _stream_whole(self, attr: TensorAttr) -> Tensor:
         request = feature_pb2.GetTensorRequest(key=attr_key_to_proto(attr.group_name, attr.attr_name))
-        chunks = [tensor_from_proto(c) for c in self.connection.stream(SERVICE, "GetTensor", request)]
+        chunks = [tensor_from_proto(c) for c in self.connection.stream_all(SERVICE, "GetTensor", request)]
         return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
 
     def _ids(self, attr: TensorAttr) -> tuple[Tensor, bool]:

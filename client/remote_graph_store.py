@@ -58,7 +58,7 @@ class RemoteGraphStore(GraphStore):
         )
         firsts: list[Tensor] = []
         seconds: list[Tensor] = []
-        for chunk in self.connection.stream(SERVICE, "GetEdgeIndex", request):
+        for chunk in self.connection.stream_all(SERVICE, "GetEdgeIndex", request):
             firsts.append(tensor_from_proto(chunk.first))
             seconds.append(tensor_from_proto(chunk.second))
         empty = torch.empty(0, dtype=torch.long)

@@ -19,7 +19,6 @@ batch's tensors are views of it.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -72,7 +71,8 @@ class RemoteNeighborSampler(BaseSampler):
             repeats a run, per worker as the DataLoader seeds them); an int makes request ``i``
             of each worker use a seed derived from ``(seed, worker, i)``. A ``Prefetcher``
             making batches on several threads claims each batch's seed in loader order
-            (``claim_seed`` / ``using_seed``), so it samples what a plain loop would.
+            (``claim_seed`` / ``using_seed``; with ``seed=None`` from its epoch's own random
+            stream), so thread timing never changes a batch.
         feature_store: the loader's :class:`RemoteFeatureStore`; its rows for the sampled
             nodes then travel in the sampling RPC.
         timeout: deadline of each sampling RPC (default: the connection's).
@@ -102,25 +102,29 @@ class RemoteNeighborSampler(BaseSampler):
             )
         self.feature_store = feature_store
         self.timeout = timeout
-        self._calls = itertools.count()
+        self.claimed = 0
+        """Request seeds claimed so far in this process (with ``seed``, the next one's number)."""
+        self._claim_lock = threading.Lock()
         self._claimed = threading.local()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        # Neither a count nor a thread-local can be pickled; each process counts anew.
-        state["_calls"] = state["_claimed"] = None
+        # Neither a lock nor a thread-local can be pickled; each process counts anew.
+        state.update(claimed=0, _claim_lock=None, _claimed=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._calls = itertools.count()
+        self._claim_lock = threading.Lock()
         self._claimed = threading.local()
 
     def claim_seed(self) -> int:
         """The seed of the next request, taken now (call in batch order)."""
+        with self._claim_lock:
+            call, self.claimed = self.claimed, self.claimed + 1
         if self.seed is None:
             return int(torch.randint(1 << 62, ()))
-        return seeded_call_seed(self.seed, next(self._calls))
+        return seeded_call_seed(self.seed, call)
 
     @contextlib.contextmanager
     def using_seed(self, seed: int, reads_ahead: int = 0) -> Iterator[None]:

@@ -54,7 +54,7 @@ class StatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class MethodStats(_message.Message):
-    __slots__ = ("method", "requests", "errors", "latency_p50_ms", "latency_p99_ms", "latency_mean_ms", "bytes_received", "bytes_sent", "bytes_shared")
+    __slots__ = ("method", "requests", "errors", "latency_p50_ms", "latency_p99_ms", "latency_mean_ms", "bytes_received", "bytes_sent", "bytes_shared", "retries")
     METHOD_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +64,7 @@ class MethodStats(_message.Message):
     BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
     BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
     BYTES_SHARED_FIELD_NUMBER: _ClassVar[int]
+    RETRIES_FIELD_NUMBER: _ClassVar[int]
     method: str
     requests: int
     errors: int
@@ -73,23 +74,26 @@ class MethodStats(_message.Message):
     bytes_received: int
     bytes_sent: int
     bytes_shared: int
-    def __init__(self, method: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., latency_p50_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., latency_mean_ms: _Optional[float] = ..., bytes_received: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_shared: _Optional[int] = ...) -> None: ...
+    retries: int
+    def __init__(self, method: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., latency_p50_ms: _Optional[float] = ..., latency_p99_ms: _Optional[float] = ..., latency_mean_ms: _Optional[float] = ..., bytes_received: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_shared: _Optional[int] = ..., retries: _Optional[int] = ...) -> None: ...
 
 class ClientStats(_message.Message):
-    __slots__ = ("client", "role", "requests", "errors", "bytes_received", "bytes_sent")
+    __slots__ = ("client", "role", "requests", "errors", "bytes_received", "bytes_sent", "retries")
     CLIENT_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
     BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
+    RETRIES_FIELD_NUMBER: _ClassVar[int]
     client: str
     role: str
     requests: int
     errors: int
     bytes_received: int
     bytes_sent: int
-    def __init__(self, client: _Optional[str] = ..., role: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., bytes_received: _Optional[int] = ..., bytes_sent: _Optional[int] = ...) -> None: ...
+    retries: int
+    def __init__(self, client: _Optional[str] = ..., role: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., bytes_received: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., retries: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("uptime_s", "methods", "clients", "reply_segments_mapped")

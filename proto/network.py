@@ -6,6 +6,9 @@ from pathlib import Path
 
 from .errors import InvalidRequestError
 
+RETRY_KEY = "gnnstore-retry"
+"""Request-metadata key whose value is the try's number (1, 2, …) when a call is a retry."""
+
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is a literal loopback address or ``localhost`` (names that resolve to

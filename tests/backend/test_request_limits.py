@@ -174,8 +174,8 @@ def test_bool_keys_and_negative_chunks_are_refused(connection: Connection) -> No
     chunks = feature_pb2.GetTensorRequest(chunk_bytes=-1)
     chunks.key.attr_name = "x"
     chunks.key.group.CopyFrom(node_type_to_proto(None))
-    _refused(InvalidRequestError, "chunk_bytes must be >= 0", lambda: list(connection.stream(
-        "FeatureService", "GetTensor", chunks)))
+    _refused(InvalidRequestError, "chunk_bytes must be >= 0", lambda: connection.stream_all(
+        "FeatureService", "GetTensor", chunks))
 
 
 def test_an_unparsable_body_is_invalid_and_says_so(server: ServerProcess) -> None:

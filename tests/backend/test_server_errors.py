@@ -170,10 +170,13 @@ def test_unexpected_exceptions_become_internal_with_a_short_message() -> None:
         server.stop(None)
 
 
-def test_a_stopped_server_is_unavailable_within_the_deadline(graph: HeteroData, tmp_path: Path) -> None:
+@pytest.mark.parametrize("retry_timeout", [0.0, 2.0])
+def test_a_stopped_server_is_unavailable_within_the_deadline_and_the_retry_budget(
+    graph: HeteroData, tmp_path: Path, retry_timeout: float
+) -> None:
     data_dir = ingest(graph, tmp_path / "data")
     process = ServerProcess(data_dir, "--read-only", log=tmp_path / "server.log")
-    fs, _ = connect(process.address, timeout=3.0)
+    fs, _ = connect(process.address, timeout=3.0, retry_timeout=retry_timeout)
     assert fs.get_tensor_size(group_name="paper", attr_name="x") is not None
     assert process.stop() == 0  # SIGTERM is a graceful stop
     assert "stopped serving" in (tmp_path / "server.log").read_text()
@@ -181,7 +184,10 @@ def test_a_stopped_server_is_unavailable_within_the_deadline(graph: HeteroData, 
     with pytest.raises(ServerUnavailableError, match=process.address) as caught:
         fs.get_tensor(group_name="paper", attr_name="x", index=torch.tensor([0]))
     assert isinstance(caught.value, ConnectionError)
-    assert time.monotonic() - started < 3.0 + 5.0  # within its deadline, plus scheduling slack
+    assert ("retry_timeout" in str(caught.value)) == (retry_timeout > 0)
+    assert (fs.connection.retries > 0) == (retry_timeout > 0)
+    # within the budget and one more deadline, plus scheduling slack
+    assert time.monotonic() - started < retry_timeout + 3.0 + 5.0
 
 
 def _serve_exit(data_dir: Path) -> subprocess.CompletedProcess:

@@ -188,25 +188,36 @@ def test_stall_and_hit_rate_are_reported_per_epoch(homo_server: ServerProcess) -
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_a_loader_error_reaches_the_training_loop(
-    homo_server: ServerProcess, num_workers: int
+def test_a_loader_error_reaches_the_training_loop_at_its_batch_and_the_epoch_goes_on(
+    homo_server: ServerProcess, homo_graph: Data, num_workers: int
 ) -> None:
     fs, gs = connect(homo_server.address, cache_bytes=100 * ROW_BYTES)
-    seeds = torch.cat([torch.arange(80), torch.tensor([10_000])])  # the last batch has a bad id
+    bad = torch.cat([torch.arange(39), torch.tensor([10_000])])  # the second batch has a bad id
+    seeds = torch.cat([torch.arange(40, 80), bad, torch.arange(80, 160)])
     pf = Prefetcher(loader(fs, gs, seeds, num_workers=num_workers), depth=2)
-    seen = 0
-    with pytest.raises(InvalidRequestError, match="10000"):
-        for _ in pf:
-            seen += 1
-    assert seen == 2
+    taken, errors = [], []
+    epoch = iter(pf)
+    while True:
+        try:
+            batch = next(epoch)
+        except InvalidRequestError as error:  # a trainer that logs a bad batch and goes on
+            errors.append((len(taken), str(error)))
+            continue
+        except StopIteration:
+            break
+        taken.append(batch.n_id[: batch.batch_size])
+        assert torch.equal(batch.x, homo_graph.x[batch.n_id])
+    assert len(errors) == 1 and errors[0][0] == 1 and "10000" in errors[0][1]
+    assert torch.equal(torch.cat(taken), torch.cat([torch.arange(40, 80), torch.arange(80, 160)]))
+    pf.close()
     assert not [t for t in threading.enumerate() if t.name.startswith(THREAD_NAME)]
 
 
 def test_prefetching_a_remote_loader_keeps_two_samples_in_flight_and_torch_seeded_batches(
     homo_server: ServerProcess, homo_graph: Data
 ) -> None:
-    def epoch(prefetch: bool) -> tuple[list[Data], int]:
-        torch.manual_seed(5)  # seed=None: each request's seed comes from torch's generator
+    def epoch(prefetch: bool, trainer_draws: bool) -> tuple[list[Data], int]:
+        torch.manual_seed(5)  # seed=None: request seeds come from torch's generator
         fs, gs = connect(homo_server.address, cache_bytes=60 * ROW_BYTES)
         batches = loader(fs, gs, torch.arange(0, 400, 2), shuffle=True)
         active, most, lock = [0], [0], threading.Lock()
@@ -224,11 +235,19 @@ def test_prefetching_a_remote_loader_keeps_two_samples_in_flight_and_torch_seede
                     active[0] -= 1
 
         batches.node_sampler.connection.call = slow_call
-        return list(Prefetcher(batches, depth=2) if prefetch else batches), most[0]
+        taken = []
+        for batch in Prefetcher(batches, depth=2) if prefetch else batches:
+            taken.append(batch)
+            if trainer_draws:
+                torch.rand(100)  # as dropout on the CPU does
+        return taken, most[0]
 
-    (plain, one), (prefetched, two) = epoch(False), epoch(True)
-    assert (one, two) == (1, 2) and len(plain) == len(prefetched) == 5
-    for a, b in zip(plain, prefetched):
+    (plain, one), (prefetched, two), (drawn, three) = epoch(False, False), epoch(True, False), epoch(True, True)
+    assert (one, two, three) == (1, 2, 2) and len(plain) == len(prefetched) == len(drawn) == 5
+    assert not all(torch.equal(a.n_id, b.n_id) for a, b in zip(plain, prefetched))  # its own stream
+    assert torch.equal(torch.cat([b.n_id[:b.batch_size] for b in prefetched]).sort().values,
+                       torch.arange(0, 400, 2))
+    for a, b in zip(prefetched, drawn):  # what the trainer draws between batches changes none
         assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
         assert torch.equal(b.x, homo_graph.x[b.n_id]) and torch.equal(b.y, homo_graph.y[b.n_id])
 

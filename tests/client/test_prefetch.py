@@ -83,6 +83,40 @@ def test_a_producer_error_reaches_the_loop_at_its_position() -> None:
     assert seen == [0, 1, 2]
 
 
+class FailingAt:
+    """An iterator like a PyG loader's: ``next`` fails at the positions in ``broken``, and the
+    call after a failure gives the next item."""
+
+    def __init__(self, n: int, broken: set[int]) -> None:
+        self.n, self.broken, self.position = n, broken, 0
+
+    def __iter__(self) -> FailingAt:
+        return self
+
+    def __next__(self) -> int:
+        i, self.position = self.position, self.position + 1
+        if i >= self.n:
+            raise StopIteration
+        if i in self.broken:
+            raise ValueError(f"batch {i} is broken")
+        return i
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_a_trainer_that_goes_on_after_an_error_gets_every_other_batch(depth: int) -> None:
+    got: list[int | str] = []
+    epoch = iter(Prefetcher(FailingAt(12, {0, 4, 5, 11}), depth=depth))
+    while True:
+        try:
+            got.append(next(epoch))
+        except ValueError as error:
+            got.append(str(error))
+        except StopIteration:
+            break
+    broken = {0, 4, 5, 11}
+    assert got == [f"batch {i} is broken" if i in broken else i for i in range(12)]
+
+
 def test_break_leaves_no_thread_behind() -> None:
     pf = Prefetcher(Counting(None), depth=2)
     for batch in pf:
