@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader as PyGDataLoader
 
-from gnnstore.client.prefetch import THREAD_NAME, Prefetcher, move_to
+from gnnstore.client.prefetch import THREAD_NAME, EpochState, Prefetcher, move_to
 from gnnstore.proto.errors import InvalidRequestError
 
 
@@ -202,3 +202,24 @@ def test_cuda_batches_arrive_on_the_device_pinned_and_exact() -> None:
     for got, want in zip(pf, batches, strict=True):
         assert got["x"].is_cuda and torch.equal(got["x"].cpu(), want["x"])
         assert torch.equal((got["x"] * 2).cpu(), want["x"] * 2)  # a kernel queued after the copy
+
+
+def test_only_a_loader_over_the_remote_sampler_checkpoints_its_epochs() -> None:
+    pf = Prefetcher(Counting(5), depth=2)
+    assert not pf.resumable
+    with pytest.raises(InvalidRequestError, match="RemoteNeighborSampler"):
+        pf.state_dict()
+    with pytest.raises(InvalidRequestError, match="num_workers=0"):
+        pf.load_state_dict({"epoch_seed": 1, "position": 2, "claimed": 0, "generator_state": None})
+
+
+@pytest.mark.parametrize("state", [
+    {"epoch_seed": 1, "position": 2},
+    {"epoch_seed": 1, "position": -2, "claimed": 0, "generator_state": None},
+    {"epoch_seed": 1.5, "position": 2, "claimed": 0, "generator_state": None},
+    {"epoch_seed": 1, "position": True, "claimed": 0, "generator_state": None},
+    {"epoch_seed": 1, "position": 2, "claimed": 0, "generator_state": "abc"},
+])
+def test_a_state_no_state_dict_makes_is_refused(state: dict) -> None:
+    with pytest.raises(InvalidRequestError, match="epoch state"):
+        EpochState.from_dict(state)

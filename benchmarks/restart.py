@@ -1,0 +1,120 @@
+"""How long a server restart stalls training: SIGKILL mid-epoch, restarted at once on the same
+port and data (as a supervisor would), measured from the kill to the trainer's next batch.
+
+A generated graph (default 100k nodes, average degree 10, 64 float32 features) is served by
+``gnnstore serve``; a trainer runs a shuffled ``NodeLoader`` over a ``RemoteNeighborSampler``
+(fanouts [15, 10], 512 seeds a batch, a 20% feature cache) plainly or through a
+``Prefetcher``. After ``--kill-after`` batches the server is killed and started again. Each row
+prints the server's own start-up time (kill to serving), the trainer's stall (kill to the next
+batch) and the undisturbed median batch time; every epoch is checked to hold every seed once.
+
+    nice python -m benchmarks.restart --small   # 20k nodes
+    nice python -m benchmarks.restart
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+from torch_geometric.loader import NodeLoader
+
+from gnnstore.backend.server_process import ServerProcess
+from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
+from gnnstore.ingest.generator import generate_graph
+from gnnstore.ingest.graph_ingest import ingest_graph
+from gnnstore.stores.data_dir import open_stores
+
+BATCH_SIZE = 512
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def one_epoch(address: str, data_dir: Path, port: int, work: Path, seeds: int, prefetch: bool,
+              kill_after: int, server: list[ServerProcess], cache_bytes: int) -> dict[str, float]:
+    """One epoch with a restart after ``kill_after`` batches; the figures of the row."""
+    fs, gs = connect(address, cache_bytes=cache_bytes)
+    sampler = RemoteNeighborSampler(fs, [15, 10], feature_store=fs)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(seeds),
+                        batch_size=BATCH_SIZE, shuffle=True)
+    times, taken, marks = [], [], {}
+
+    def restart() -> None:
+        server[0] = ServerProcess(data_dir, "--read-only", "--port", str(port),
+                                  log=work / f"server-{time.monotonic_ns()}.log")
+        marks["serving"] = time.monotonic()
+
+    restarter = None
+    last = time.monotonic()
+    for i, batch in enumerate(Prefetcher(loader, depth=2) if prefetch else loader):
+        now = time.monotonic()
+        if i == kill_after + 1:
+            marks["next_batch"] = now
+        else:
+            times.append(now - last)
+        taken.append(batch.n_id[: batch.batch_size])
+        if i == kill_after:
+            server[0].proc.kill()
+            server[0].stop()
+            marks["killed"] = time.monotonic()
+            restarter = threading.Thread(target=restart)
+            restarter.start()
+        last = time.monotonic()
+    restarter.join()
+    assert torch.equal(torch.cat(taken).sort().values, torch.arange(seeds)), "a seed was lost or repeated"
+    return {
+        "startup_s": marks["serving"] - marks["killed"],
+        "stall_s": marks["next_batch"] - marks["killed"],
+        "batch_ms": 1e3 * statistics.median(times[1:]),
+        "retries": fs.connection.retries,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kill-after", type=int, default=10)
+    parser.add_argument("--small", action="store_true", help="20k nodes")
+    args = parser.parse_args()
+    if args.small:
+        args.nodes = 20_000
+    logging.basicConfig(level=logging.ERROR)
+    seeds = min(args.nodes, 40 * BATCH_SIZE)
+    with tempfile.TemporaryDirectory(prefix="gnnstore-restart-") as tmp:
+        work = Path(tmp)
+        graph = generate_graph(args.nodes, 10.0, 64, 8, seed=1)
+        with open_stores(work / "data") as stores:
+            ingest_graph(graph, stores)
+        port = free_port()
+        server = [ServerProcess(work / "data", "--read-only", "--port", str(port), log=work / "first.log")]
+        cache_bytes = args.nodes * 64 * 4 // 5
+        print(f"Graph: {args.nodes:,} nodes, avg degree 10, 64 float32 features; {seeds:,} seeds "
+              f"in batches of {BATCH_SIZE}, fanouts [15, 10], 20% cache; kill after batch {args.kill_after}.")
+        print("| trainer | round | server start-up (kill → serving) | stall (kill → next batch) "
+              "| undisturbed batch | retries |")
+        print("|---|---|---|---|---|---|")
+        try:
+            for round_ in range(1, args.rounds + 1):
+                for prefetch in (False, True):
+                    row = one_epoch(f"127.0.0.1:{port}", work / "data", port, work, seeds, prefetch,
+                                    args.kill_after, server, cache_bytes)
+                    name = "Prefetcher(depth=2)" if prefetch else "plain loop"
+                    print(f"| {name} | {round_} | {row['startup_s']:.2f} s | {row['stall_s']:.2f} s "
+                          f"| {row['batch_ms']:.1f} ms | {row['retries']} |", flush=True)
+        finally:
+            server[0].stop()
+
+
+if __name__ == "__main__":
+    main()
