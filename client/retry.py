@@ -49,7 +49,7 @@ class Backoff:
         cap_s: the largest delay's upper bound (a restarted server is noticed within it).
     """
 
-    def __init__(self, budget_s: float, *, first_s: float = 0.05, cap_s: float = 1.0) -> None:
+    def __init__(self, budget_s: float, *, first_s: float = 0.05, cap_s: float = 0.5) -> None:
         self.budget_s = budget_s
         self._bound = first_s
         self._cap = cap_s
