@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 from torch_geometric.data import Data
-from torch_geometric.loader import NodeLoader
+from torch_geometric.loader import LinkNeighborLoader, NodeLoader
+from torch_geometric.sampler import NegativeSampling
 
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, client_stats, connect, server_info
 from gnnstore.ingest.generator import generate_graph
@@ -198,7 +199,8 @@ def test_a_server_back_with_other_data_stops_the_epoch_naming_both_versions(
 TRAINER = """
 import os, signal, sys
 import torch
-from torch_geometric.loader import NodeLoader
+from torch_geometric.loader import LinkNeighborLoader, NodeLoader
+from torch_geometric.sampler import NegativeSampling
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
 
 address, folder, crash_after, resume = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -248,3 +250,31 @@ def test_a_trainer_killed_mid_epoch_resumes_from_its_checkpoint(
         assert torch.equal(got["n_id"], want["n_id"])  # the batches of the undisturbed run
     assert whole[-1]["loader"]["position"] == len(whole)  # resuming there makes no batch
     assert os.path.exists(tmp_path / "second" / "batch-006.pt")  # numbered from where it resumed
+
+
+def test_a_link_loader_epoch_resumes_from_its_state_in_a_new_prefetcher(
+    server: RestartableServer, graph: Data
+) -> None:
+    def link_loader() -> LinkNeighborLoader:
+        fs, gs = connect(server.address, cache_bytes=300 * ROW_BYTES)
+        sampler = RemoteNeighborSampler(fs, [4, 2], feature_store=fs)
+        return LinkNeighborLoader((fs, gs), num_neighbors=[4, 2], neighbor_sampler=sampler,
+                                  edge_label_index=(None, graph.edge_index[:, :400]), batch_size=40,
+                                  shuffle=True, neg_sampling=NegativeSampling("binary", 1))
+
+    torch.manual_seed(1)
+    whole = list(Prefetcher(link_loader(), depth=2))
+    torch.manual_seed(1)
+    first = Prefetcher(link_loader(), depth=2)
+    taken = [batch for _, batch in zip(range(4), first)]
+    state = first.state_dict()
+    first.close()
+    torch.manual_seed(99)  # the new process's generator is elsewhere: the state says where to be
+    second = Prefetcher(link_loader(), depth=3)
+    second.load_state_dict(state)
+    rest = list(second)
+    assert len(taken) + len(rest) == len(whole) == 10
+    for got, want in zip(taken + rest, whole):
+        assert torch.equal(got.n_id, want.n_id) and torch.equal(got.edge_label_index, want.edge_label_index)
+        assert torch.equal(got.edge_label, want.edge_label) and torch.equal(got.x, graph.x[got.n_id])
+    assert second.state_dict() == {}  # the epoch is over: the next iter() begins a new one
