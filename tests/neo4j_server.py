@@ -1,10 +1,14 @@
 """A real Neo4j 5.26 for the suite: a pytest plugin providing the session fixture ``neo4j_server``.
 
-Where a Docker daemon answers a ping, testcontainers' ``Neo4jContainer("neo4j:5.26")`` runs it;
-otherwise ``docker/neo4j/Launcher.java`` starts the embedded server from the jars
-``scripts/fetch_neo4j.sh`` caches, on a free port of 127.0.0.1 with a temporary data folder
-and auth off. Neo4j starts once per session and only when a test asks for it. Under ``CI=true``
-a Neo4j test is never skipped: if neither path works the fixture fails with the reason.
+Two ways to run it: ``docker/neo4j/Launcher.java`` starts the embedded server from the jars
+``scripts/fetch_neo4j.sh`` caches, on a free port of 127.0.0.1 with a temporary data folder and
+auth off ("local"); or testcontainers' ``Neo4jContainer("neo4j:5.26")`` where a Docker daemon
+answers ("docker"). ``$GNNSTORE_TEST_NEO4J`` picks one first (``local`` or ``docker``); unset,
+local goes first where ``java`` is on PATH, since a daemon may answer yet be unable to pull
+images (an offline CI). When the first way cannot start Neo4j the other is tried. Ryuk (the
+reaper image testcontainers pulls) is off: the fixture stops its container itself. Neo4j
+starts once per session and only when a test asks for it. Under ``CI=true`` a Neo4j test is
+never skipped: if neither way works the fixture fails with both reasons.
 
 Use it from any conftest with ``from neo4j_server import neo4j_server  # noqa: F401`` (``tests/``
 is on ``sys.path``), or as a plugin with ``-p neo4j_server``; ``wipe(uri, auth)`` empties the
@@ -12,6 +16,7 @@ database before a test writes its graph.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -191,24 +196,52 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"no Neo4j: {reason}")
 
 
-@pytest.fixture(scope="session")
-def neo4j_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Auth]]:
-    """``(uri, auth)`` of a Neo4j 5.26 started once per session (auth is ``None`` when local)."""
-    if docker_available():
-        from testcontainers.community.neo4j import Neo4jContainer
+def ways_to_start() -> list[str]:
+    """``"local"`` and ``"docker"`` in the order the fixture tries them (see the module doc).
 
-        with Neo4jContainer(IMAGE, password="gnnstore-test") as container:
-            yield container.get_connection_url(), ("neo4j", "gnnstore-test")
-        return
+    Raises:
+        ValueError: ``$GNNSTORE_TEST_NEO4J`` is neither ``local`` nor ``docker``.
+    """
+    first = os.environ.get("GNNSTORE_TEST_NEO4J") or ("local" if shutil.which("java") else "docker")
+    if first not in ("local", "docker"):
+        raise ValueError(f"GNNSTORE_TEST_NEO4J must be 'local' or 'docker', got {first!r}")
+    return [first, "docker" if first == "local" else "local"]
+
+
+@contextlib.contextmanager
+def _local(home: Path) -> Iterator[tuple[str, Auth]]:
     if shutil.which("java") is None:
-        _unavailable("no Docker daemon answers and java is not on PATH")
-    try:
-        lib = neo4j_lib()
-    except RuntimeError as exc:
-        _unavailable(f"no Docker daemon answers and the jars are missing: {exc}")
-    server = LocalNeo4j(tmp_path_factory.mktemp("neo4j"))
-    server.start(lib)  # raises with the log tail: a broken launcher always fails, never skips
+        raise RuntimeError("java is not on PATH")
+    server = LocalNeo4j(home).start()  # raises with the log tail
     try:
         yield server.uri, None
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def _docker() -> Iterator[tuple[str, Auth]]:
+    if not docker_available():
+        raise RuntimeError("no Docker daemon answers")
+    os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+    from testcontainers.community.neo4j import Neo4jContainer
+
+    with Neo4jContainer(IMAGE, password="gnnstore-test") as container:
+        yield container.get_connection_url(), ("neo4j", "gnnstore-test")
+
+
+@pytest.fixture(scope="session")
+def neo4j_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Auth]]:
+    """``(uri, auth)`` of a Neo4j 5.26 started once per session (auth is ``None`` when local)."""
+    failures = []
+    for way in ways_to_start():
+        with contextlib.ExitStack() as stack:
+            try:
+                started = _local(tmp_path_factory.mktemp("neo4j")) if way == "local" else _docker()
+                address = stack.enter_context(started)
+            except Exception as exc:  # noqa: BLE001 - the other way is tried, then both reasons told
+                failures.append(f"{way}: {exc}")
+                continue
+            yield address
+            return
+    _unavailable("; ".join(failures))
