@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -176,7 +177,9 @@ class Connection:
             timeout,
         )
 
-    def _invoke(self, service: str, method: str, send: Any, timeout: float | None) -> Any:
+    def _invoke(
+        self, service: str, method: str, send: Callable[[Any, float, tuple], Any], timeout: float | None
+    ) -> Any:
         """``send(rpc, deadline, metadata)``, tried again while the module doc says so."""
         name, deadline = f"{service}.{method}", self.timeout if timeout is None else timeout
         retried = self.retry_timeout > 0 and name in IDEMPOTENT_CALLS

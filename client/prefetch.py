@@ -5,13 +5,14 @@ chain of gnnstore stages). Each ``iter()`` is one epoch. Over a PyG ``NodeLoader
 ``LinkLoader`` (``num_workers=0``) whose sampler claims request seeds in order (gnnstore's
 ``RemoteNeighborSampler``), ``depth`` batches are in flight at once: their sampling RPCs run
 on a pool of threads while one more thread assembles their features in order (each batch's
-seed is claimed in loader order, so thread timing never changes a batch). Any other iterable is pulled by one thread into a queue of ``depth``,
-so ``depth`` batches wait ready and one more is being made. Order is kept either way; an
-exception raised while producing a batch reaches the trainer at that batch's position, and a
-trainer that catches it and goes on gets the next batch, as from a plain loader (the epoch never
-ends early without saying so). On CUDA, batches are pinned
-and copied with ``non_blocking=True`` on the producing thread (the copy is queued on the
-device's default stream, so kernels the trainer queues later see the data).
+seed is claimed in loader order, so thread timing never changes a batch). Any other iterable
+is pulled by one thread into a queue of ``depth``, so ``depth`` batches wait ready and one
+more is being made. Order is kept either way; an exception raised while producing a batch
+reaches the trainer at that batch's position, and a trainer that catches it and goes on gets
+the next batch, as from a plain loader (the epoch never ends early without saying so). On
+CUDA, batches are pinned and copied with ``non_blocking=True`` on the producing thread (the
+copy is queued on the device's default stream, so kernels the trainer queues later see the
+data).
 
 The time the trainer waits in ``next()`` is the stall: ``stall_seconds`` and ``stall_fraction``
 (of the epoch's wall time) describe the current or last epoch. A loop left early (``break``)
