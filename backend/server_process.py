@@ -5,6 +5,7 @@ import logging
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,6 +18,13 @@ logger = logging.getLogger(__name__)
 
 ADDRESS_MARK = "gnnstore serving on "
 """How the server's one start-up line begins; the bound ``host:port`` follows."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (for a server restarted on it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class ServerProcess:

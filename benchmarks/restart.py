@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import socket
 import statistics
 import tempfile
 import threading
@@ -25,19 +24,13 @@ from pathlib import Path
 import torch
 from torch_geometric.loader import NodeLoader
 
-from gnnstore.backend.server_process import ServerProcess
+from gnnstore.backend.server_process import ServerProcess, free_port
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.data_dir import open_stores
 
 BATCH_SIZE = 512
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def one_epoch(address: str, data_dir: Path, port: int, work: Path, seeds: int, prefetch: bool,

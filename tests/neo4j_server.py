@@ -19,13 +19,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from gnnstore.backend.server_process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER = ROOT / "docker" / "neo4j" / "Launcher.java"
@@ -44,13 +45,6 @@ Auth = tuple[str, str] | None
 def in_ci() -> bool:
     """Whether the suite runs in CI, where a Neo4j test may never be skipped."""
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def docker_available() -> bool:

@@ -3,13 +3,13 @@
 Each case runs one undisturbed epoch, then the same epoch with the server killed after a few
 batches and started again a moment later: every seed comes once and every batch equals the
 undisturbed one. Then: a server that stays down (a clear error within the budget), one that
-comes back with other data (``PreconditionError`` naming both versions), and a trainer that
-is itself killed and resumes from its checkpoint.
+comes back with other data (``PreconditionError`` naming both versions), a trainer that is
+itself killed and resumes from its checkpoint, and a link loader's epoch resumed in a new
+``Prefetcher``.
 """
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +23,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader, NodeLoader
 from torch_geometric.sampler import NegativeSampling
 
+from gnnstore.backend.server_process import free_port
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, client_stats, connect, server_info
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.proto.errors import PreconditionError, ServerUnavailableError
@@ -60,12 +61,6 @@ class RestartableServer:
         thread = threading.Thread(target=lambda: (time.sleep(delay), self.start(data_dir)))
         thread.start()
         return thread
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -199,8 +194,7 @@ def test_a_server_back_with_other_data_stops_the_epoch_naming_both_versions(
 TRAINER = """
 import os, signal, sys
 import torch
-from torch_geometric.loader import LinkNeighborLoader, NodeLoader
-from torch_geometric.sampler import NegativeSampling
+from torch_geometric.loader import NodeLoader
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
 
 address, folder, crash_after, resume = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
