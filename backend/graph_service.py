@@ -24,7 +24,8 @@ from gnnstore.proto.codec import (
 )
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
-from gnnstore.proto.reply_segment import ReplyWriter, SegmentRefused
+from gnnstore.proto.reply_payload import PayloadWriter, ReplyWithPayload
+from gnnstore.proto.reply_segment import ArrayWriter, ReplyWriter, SegmentRefused
 from gnnstore.proto.sample_codec import (
     edge_input_from_proto,
     feature_request_from_proto,
@@ -120,14 +121,14 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
 
     def SampleFromNodes(
         self, request: graph_pb2.SampleFromNodesRequest, context: grpc.ServicerContext
-    ) -> graph_pb2.SampleResponse:
+    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_nodes, with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromNodes"):
             return self._sampling.run(context.peer(), lambda: self._sample_from_nodes(request))
 
     def SampleFromEdges(
         self, request: graph_pb2.SampleFromEdgesRequest, context: grpc.ServicerContext
-    ) -> graph_pb2.SampleResponse:
+    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_edges (negatives included), with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromEdges"):
             return self._sampling.run(context.peer(), lambda: self._sample_from_edges(request))
@@ -146,7 +147,9 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             ids = ranking.top(node_type_from_proto(request.node_type), request.k)
             return graph_pb2.HotNodesResponse(ids=tensor_to_proto(ids), version=ranking.version)
 
-    def _sample_from_nodes(self, request: graph_pb2.SampleFromNodesRequest) -> graph_pb2.SampleResponse:
+    def _sample_from_nodes(
+        self, request: graph_pb2.SampleFromNodesRequest
+    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         options = request.options
         segment, refused = self._writer(request)
         out = self._runner.sample_from_nodes(
@@ -155,7 +158,9 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         )
         return self._reply(out, request, "SampleFromNodes", segment, refused)
 
-    def _sample_from_edges(self, request: graph_pb2.SampleFromEdgesRequest) -> graph_pb2.SampleResponse:
+    def _sample_from_edges(
+        self, request: graph_pb2.SampleFromEdgesRequest
+    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         options = request.options
         inputs, neg_sampling = edge_input_from_proto(request)
         segment, refused = self._writer(request)
@@ -167,31 +172,33 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
 
     def _writer(
         self, request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest
-    ) -> tuple[ReplyWriter | None, str]:
-        """A writer into the request's reply segment (``None`` if none was offered), or why it
-        was refused. The sampler writes its id tensors there at once."""
-        if not request.HasField("reply_segment"):
-            return None, ""
-        try:
-            return self._segments.writer(request.reply_segment), ""
-        except SegmentRefused as exc:
-            logger.info("reply segment refused: %s", exc)
-            return None, str(exc)
+    ) -> tuple[ArrayWriter | None, str]:
+        """Where the reply's arrays go, and why the request's reply segment was refused if it
+        was: into that segment (the sampler writes its id tensors there at once), else into a
+        payload after the message if the request accepts one, else into the message."""
+        refused = ""
+        if request.HasField("reply_segment"):
+            try:
+                return self._segments.writer(request.reply_segment), ""
+            except SegmentRefused as exc:
+                logger.info("reply segment refused: %s", exc)
+                refused = str(exc)
+        return (PayloadWriter() if request.accept_payload else None), refused
 
     def _reply(
         self,
         out: object,
         request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest,
         method: str,
-        segment: ReplyWriter | None,
+        segment: ArrayWriter | None,
         refused: str,
-    ) -> graph_pb2.SampleResponse:
-        """The sample's reply, its arrays in ``segment`` (the request's) when there is one."""
+    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
+        """The sample's reply, its arrays in ``segment`` when there is one."""
         reply = output_to_proto(out, segment)
         rows_wanted = feature_request_from_proto(request.features)
         rows = self._runner.gather_rows(out, rows_wanted, segment) if rows_wanted.attrs else []
         reply.features.extend(node_rows_to_proto(r, segment) for r in rows)
-        if segment is not None:
+        if isinstance(segment, ReplyWriter):
             reply.reply_segment.CopyFrom(segment.use())
             if self._metrics is not None:
                 method_name = f"{SERVICE_PREFIX}GraphService/{method}"
@@ -199,7 +206,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 self._metrics.record_shared(method_name, segment.placed_bytes - sum(r.bytes_unwritten for r in rows))
         elif refused:
             reply.reply_segment.refused = refused
-        return reply
+        return ReplyWithPayload(reply, segment) if isinstance(segment, PayloadWriter) else reply
 
     def _check_layout(self, edge_type: object, layout: str) -> None:
         if layout not in _LAYOUTS:

@@ -33,7 +33,7 @@ from gnnstore.backend.topology import edge_ends
 from gnnstore.backend.work_budget import GraphBounds, sampled_edges_bound
 from gnnstore.proto.codec import describe
 from gnnstore.proto.errors import InvalidRequestError, ResourceExhaustedError
-from gnnstore.proto.reply_segment import ALIGNMENT, Allocate, ReplyWriter
+from gnnstore.proto.reply_segment import ALIGNMENT, Allocate, ArrayWriter
 from gnnstore.proto.sample_codec import NodeRows, NumNeighbors, RowRequest, distinct_in_order
 
 logger = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ class SamplingRunner:
         self,
         out: SamplerOutput | HeteroSamplerOutput,
         request: RowRequest,
-        segment: ReplyWriter | None = None,
+        segment: ArrayWriter | None = None,
     ) -> list[NodeRows]:
         """Rows of ``request.attrs`` for the sampled nodes the client lacks.
 
@@ -268,7 +268,7 @@ class SamplingRunner:
 def _fits_aligned(
     wanted: dict[NodeType | None, list[str]],
     nodes: dict[NodeType | None, Tensor],
-    segment: ReplyWriter,
+    segment: ArrayWriter,
     row_bytes: dict[tuple, int],
 ) -> bool:
     """Whether a row per node list entry of every wanted attr, with ids and positions, fits."""

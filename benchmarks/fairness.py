@@ -62,6 +62,7 @@ def hog(address: str, nodes: int, stop: multiprocessing.Event, sent: multiproces
         while not stop.is_set():
             request = node_input_to_proto(NodeSamplerInput(input_id=None, node=torch.randint(nodes, (HOG[1],), generator=generator)))
             request.options.CopyFrom(options_to_proto(HOG[0], replace=False, disjoint=False, seed=thread))
+            request.accept_payload = True  # as the SDK asks: arrays after the message, not in it
             call(request.SerializeToString(), timeout=600)
             with sent.get_lock():
                 sent.value += 1

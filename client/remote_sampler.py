@@ -191,6 +191,7 @@ class RemoteNeighborSampler(BaseSampler):
     ) -> SamplerOutput | HeteroSamplerOutput:
         segments = self.connection.reply_segments()
         segment = None if segments is None else segments.acquire()
+        request.accept_payload = True
         if segment is not None:
             request.reply_segment.CopyFrom(segment.message)
             if request.HasField("features") and self.feature_store.exchange.cache is not None:
@@ -202,6 +203,8 @@ class RemoteNeighborSampler(BaseSampler):
                 segments.discard(segment)
             raise
         shared = None if segment is None else segments.lend(segment, reply)
+        if shared is None and reply.payload:
+            shared = memoryview(bytearray(reply.payload))  # writable: the batch's tensors view it
         out = output_from_proto(reply, shared)
         rows = [node_rows_from_proto(r, shared) for r in reply.features]
         if self.feature_store is not None:

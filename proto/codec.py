@@ -4,9 +4,9 @@ Tensors travel as raw little-endian bytes with a dtype name and a shape. Encodin
 copy protobuf needs to own a ``bytes`` field; decoding costs one copy into a writable buffer
 (``torch.frombuffer`` over a ``bytearray``), because a tensor viewing the message's immutable
 ``bytes`` would let a caller's in-place op write into it. A reply may instead place a tensor's
-bytes in the request's shared-memory segment (``segment=`` a ``ReplyWriter``); decoded with
-``shared=`` a memoryview of the segment's bytes, such a tensor is a view of the segment, not a
-copy, with a storage of its own bytes only (see ``reply_segment.py`` for how long it stays
+bytes in the request's shared-memory segment, or in the reply's payload (``segment=`` an
+``ArrayWriter``); decoded with ``shared=`` a memoryview of those bytes, such a tensor is a view
+of them, not a copy, with a storage of its own bytes only (see ``reply_segment.py`` for how long it stays
 valid). Node and edge types map PyG's ``None`` to an explicit ``homogeneous`` flag, and
 heterogeneous edge types always decode to tuples.
 """
@@ -23,7 +23,7 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from . import common_pb2 as pb
 from .errors import InvalidRequestError
-from .reply_segment import ReplyWriter
+from .reply_segment import ArrayWriter
 
 if sys.byteorder != "little":  # the wire is little-endian and torch.frombuffer uses host order
     raise ImportError("gnnstore's tensor codec needs a little-endian host")
@@ -65,7 +65,7 @@ def dtype_from_name(name: str) -> torch.dtype:
         ) from None
 
 
-def tensor_to_proto(tensor: Tensor, segment: ReplyWriter | None = None) -> pb.Tensor:
+def tensor_to_proto(tensor: Tensor, segment: ArrayWriter | None = None) -> pb.Tensor:
     """Encode a tensor (any device, any strides) as row-major little-endian bytes.
 
     With ``segment`` the bytes go to the reply segment when they fit there, else inline.
@@ -142,16 +142,17 @@ def _payload(message: pb.Tensor, what: str, shared: memoryview | None) -> bytes 
     return np.frombuffer(shared, dtype=np.uint8, count=length, offset=start)
 
 
-def ids_to_proto(ids: Tensor | Sequence[int], segment: ReplyWriter | None = None) -> pb.Tensor:
+def ids_to_proto(ids: Tensor | Sequence[int], segment: ArrayWriter | None = None) -> pb.Tensor:
     """Encode node or edge ids as a 1-D tensor: int32 on the wire when every id fits, else int64.
 
-    Ids placed in a reply segment stay int64: there bytes cost nothing to move, and int64 ids
-    decode as views, while narrowing and widening again would cost a pass on either side.
+    Ids placed in a reply segment stay int64 (``segment.narrow_ids`` is false): there bytes
+    cost nothing to move, and int64 ids decode as views, while narrowing and widening again
+    would cost a pass on either side.
     """
     ids = torch.as_tensor(ids).reshape(-1)
     if ids.dtype != torch.int32:
         ids = ids.to(torch.long)
-        if segment is None and ids.numel() and _INT32_MIN <= int(ids.min()) and int(ids.max()) <= _INT32_MAX:
+        if (segment is None or segment.narrow_ids) and ids.numel() and _INT32_MIN <= int(ids.min()) and int(ids.max()) <= _INT32_MAX:
             ids = ids.to(torch.int32)
     return tensor_to_proto(ids, segment)
 

@@ -138,20 +138,22 @@ class ReplySegmentUse(_message.Message):
     def __init__(self, used: _Optional[bool] = ..., refused: _Optional[str] = ..., needed_bytes: _Optional[int] = ..., placed_bytes: _Optional[int] = ...) -> None: ...
 
 class SampleFromNodesRequest(_message.Message):
-    __slots__ = ("options", "input_type", "node", "input_id", "features", "reply_segment")
+    __slots__ = ("options", "input_type", "node", "input_id", "features", "reply_segment", "accept_payload")
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     INPUT_ID_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     options: SamplingOptions
     input_type: _common_pb2.NodeType
     node: _common_pb2.Tensor
     input_id: _common_pb2.Tensor
     features: FeatureRequest
     reply_segment: ReplySegment
-    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ...) -> None: ...
+    accept_payload: bool
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ...) -> None: ...
 
 class NegativeSamplingSpec(_message.Message):
     __slots__ = ("mode", "amount")
@@ -162,7 +164,7 @@ class NegativeSamplingSpec(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., amount: _Optional[float] = ...) -> None: ...
 
 class SampleFromEdgesRequest(_message.Message):
-    __slots__ = ("options", "input_type", "input_id", "row", "col", "label", "neg_sampling", "features", "reply_segment")
+    __slots__ = ("options", "input_type", "input_id", "row", "col", "label", "neg_sampling", "features", "reply_segment", "accept_payload")
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     INPUT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +174,7 @@ class SampleFromEdgesRequest(_message.Message):
     NEG_SAMPLING_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     options: SamplingOptions
     input_type: _common_pb2.EdgeType
     input_id: _common_pb2.Tensor
@@ -181,7 +184,8 @@ class SampleFromEdgesRequest(_message.Message):
     neg_sampling: NegativeSamplingSpec
     features: FeatureRequest
     reply_segment: ReplySegment
-    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., label: _Optional[_Union[_common_pb2.OptionalTensor, _Mapping]] = ..., neg_sampling: _Optional[_Union[NegativeSamplingSpec, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ...) -> None: ...
+    accept_payload: bool
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., label: _Optional[_Union[_common_pb2.OptionalTensor, _Mapping]] = ..., neg_sampling: _Optional[_Union[NegativeSamplingSpec, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ...) -> None: ...
 
 class SampledEdges(_message.Message):
     __slots__ = ("edge_type", "row", "col", "edge")
@@ -210,7 +214,7 @@ class NodeRows(_message.Message):
     def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., attr_names: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[_common_pb2.Tensor, _Mapping]]] = ..., positions: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
 
 class SampleResponse(_message.Message):
-    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment")
+    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment", "payload")
     HETERO_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +224,7 @@ class SampleResponse(_message.Message):
     METADATA_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     hetero: bool
     node: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
     edges: _containers.RepeatedCompositeFieldContainer[SampledEdges]
@@ -229,4 +234,5 @@ class SampleResponse(_message.Message):
     metadata: _containers.RepeatedCompositeFieldContainer[_common_pb2.OptionalTensor]
     features: _containers.RepeatedCompositeFieldContainer[NodeRows]
     reply_segment: ReplySegmentUse
-    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ...) -> None: ...
+    payload: bytes
+    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ..., payload: _Optional[bytes] = ...) -> None: ...

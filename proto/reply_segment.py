@@ -49,6 +49,20 @@ class Allocate(Protocol):
     def __call__(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor: ...
 
 
+class ArrayWriter(Protocol):
+    """Where a reply's arrays go instead of protobuf ``bytes`` fields: a reply segment
+    (``ReplyWriter``) or the reply's payload (``reply_payload.PayloadWriter``)."""
+
+    narrow_ids: bool
+    """Whether ids that fit travel as int32 (bytes that cross the network) or stay int64."""
+
+    def empty(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor: ...
+
+    def free_bytes(self) -> int: ...
+
+    def place(self, raw: np.ndarray) -> int | None: ...
+
+
 class SegmentRefused(Exception):
     """The server cannot write into the segment a request offered; the message says why."""
 
@@ -154,6 +168,9 @@ class ReplyWriter:
     copied there (``place``). One that does not fit travels inline, and ``needed_bytes``
     says how big a segment would have held the whole reply.
     """
+
+    narrow_ids = False
+    """Ids stay int64: in shared memory bytes cost nothing to move, and int64 ids decode as views."""
 
     def __init__(self, mapping: mmap.mmap) -> None:
         self._view = np.frombuffer(mapping, dtype=np.uint8)

@@ -37,7 +37,7 @@ from .codec import (
     tensor_to_proto,
 )
 from .errors import InvalidRequestError
-from .reply_segment import ReplyWriter
+from .reply_segment import ArrayWriter
 
 NumNeighbors = list[int] | dict[EdgeType, list[int]]
 
@@ -190,7 +190,7 @@ def _amount(spec: graph_pb2.NegativeSamplingSpec) -> int | float:
 
 
 def output_to_proto(
-    out: SamplerOutput | HeteroSamplerOutput, segment: ReplyWriter | None = None
+    out: SamplerOutput | HeteroSamplerOutput, segment: ArrayWriter | None = None
 ) -> graph_pb2.SampleResponse:
     """Encode a sampler output (its id tensors in ``segment`` when given); feature rows are
     added by the caller."""
@@ -415,7 +415,7 @@ def feature_request_from_proto(request: graph_pb2.FeatureRequest) -> RowRequest:
     )
 
 
-def node_rows_to_proto(rows: NodeRows, segment: ReplyWriter | None = None) -> graph_pb2.NodeRows:
+def node_rows_to_proto(rows: NodeRows, segment: ArrayWriter | None = None) -> graph_pb2.NodeRows:
     """Encode the rows of one node type (in ``segment`` when given)."""
     message = graph_pb2.NodeRows(
         node_type=node_type_to_proto(rows.node_type),
