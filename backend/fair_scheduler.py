@@ -68,6 +68,11 @@ class FairScheduler:
             self._lock.notify()
         return future.result()
 
+    def load(self) -> tuple[int, int]:
+        """``(waiting, running)`` jobs, over all clients."""
+        with self._lock:
+            return sum(len(queue) for queue in self._waiting.values()), sum(self._running.values())
+
     def shutdown(self) -> None:
         """Finish the running jobs, fail the waiting ones, stop the threads."""
         with self._lock:

@@ -1,6 +1,7 @@
 """Per-method and per-client request counts, latencies and bytes, recorded by a server interceptor for Stats."""
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import threading
 import time
@@ -22,6 +23,9 @@ LATENCY_WINDOW = 10_000
 SERVICE_PREFIX = "/gnnstore.v1."
 """Only gnnstore's own services are measured (health watches are long-lived streams)."""
 
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+"""Upper bounds of the latency histogram's buckets (a last one takes the rest)."""
+
 UNPARSABLE = object()
 """A request body protobuf could not parse (answered INVALID_ARGUMENT, not grpcio's INTERNAL)."""
 
@@ -37,6 +41,9 @@ class MethodRecord:
     bytes_shared: int = 0
     retries: int = 0
     latencies_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
+    latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))
+    """Calls per latency bucket since the start (``LATENCY_BUCKETS_S``, then the rest)."""
+    latency_sum_s: float = 0.0
 
     def percentile_ms(self, q: float) -> float:
         """The ``q``-th latency percentile in milliseconds (0.0 before the first request)."""
@@ -88,6 +95,8 @@ class Metrics:
             rec.bytes_received += received
             rec.retries += retry
             rec.latencies_s.append(seconds)
+            rec.latency_counts[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+            rec.latency_sum_s += seconds
             by_client = self._client(client)
             by_client.requests += 1
             by_client.errors += 0 if ok else 1
@@ -109,15 +118,7 @@ class Metrics:
         """A consistent copy of every method's counters."""
         with self._lock:
             return {
-                name: MethodRecord(
-                    r.requests,
-                    r.errors,
-                    r.bytes_received,
-                    r.bytes_sent,
-                    r.bytes_shared,
-                    r.retries,
-                    deque(r.latencies_s),
-                )
+                name: dataclasses.replace(r, latencies_s=deque(r.latencies_s), latency_counts=list(r.latency_counts))
                 for name, r in self._methods.items()
             }
 

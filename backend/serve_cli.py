@@ -54,6 +54,10 @@ _DEFAULTS = ServerConfig()
 @click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="PEM private key of --tls-cert.")
 @click.option("--tls-client-ca", type=click.Path(dir_okay=False, path_type=Path),
               help="PEM CA: clients must present a certificate it signed (mutual TLS).")
+@click.option("--metrics-port", type=int,
+              help="Serve Prometheus metrics on this port at /metrics (0: a free one).  [default: off]")
+@click.option("--metrics-host",
+              help=f"Interface of the metrics endpoint (no authentication).  [default: {_DEFAULTS.metrics_host}]")
 def serve_command(config_file: Path | None, **flags: object) -> None:
     """Serve a data directory over gRPC (FeatureService, GraphService, IdMapService, AdminService).
 

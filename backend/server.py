@@ -14,11 +14,13 @@ import signal
 import threading
 from collections.abc import Callable
 from concurrent import futures
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from gnnstore import __version__
 from gnnstore.backend.admin_service import AdminServicer
 from gnnstore.backend.auth import AuthInterceptor, TokenTable, identify, load_tokens
 from gnnstore.backend.fair_scheduler import FairScheduler
@@ -26,6 +28,7 @@ from gnnstore.backend.feature_service import FeatureServicer
 from gnnstore.backend.graph_service import GraphServicer
 from gnnstore.backend.idmap_service import IdMapServicer
 from gnnstore.backend.metrics import Metrics, MetricsInterceptor
+from gnnstore.backend.prometheus_endpoint import ServerGauges, start_metrics_endpoint
 from gnnstore.backend.reply_segments import ReplySegments
 from gnnstore.backend.sampling_runner import SamplingLimits, SamplingRunner
 from gnnstore.backend.served_data import ServedData, open_served_data
@@ -61,6 +64,10 @@ class GnnStoreServer:
         self._server: grpc.Server | None = None
         self._handlers: futures.ThreadPoolExecutor | None = None
         self._sampling: FairScheduler | None = None
+        self._segments: ReplySegments | None = None
+        self._metrics_endpoint: ThreadingHTTPServer | None = None
+        self.metrics_port: int | None = None
+        """The bound port of the Prometheus endpoint (``None``: not served)."""
         self._health = health.HealthServicer(experimental_non_blocking=True)
 
     def start(self) -> str:
@@ -89,6 +96,8 @@ class GnnStoreServer:
             raise PreconditionError(f"cannot listen on {config.address}: {exc}") from None
         self._server.start()
         self.address = f"{config.host}:{port}"
+        if config.metrics_port is not None:
+            self._serve_metrics()
         for name in ("", *SERVICE_NAMES):
             self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         logger.info(
@@ -97,6 +106,29 @@ class GnnStoreServer:
             "plaintext" if credentials is None else "mutual TLS" if config.tls_client_ca else "TLS",
         )
         return self.address
+
+    def _serve_metrics(self) -> None:
+        """Start the Prometheus endpoint.
+
+        Raises:
+            PreconditionError: its port cannot be bound (the server is stopped then).
+        """
+        config = self.config
+        gauges = ServerGauges(
+            self._sampling.load,
+            lambda: len(self._segments or ()),
+            {"version": __version__, "graph_backend": config.graph_backend,
+             "snapshot_version": self.data.summary.version},
+        )
+        try:
+            self._metrics_endpoint, self.metrics_port = start_metrics_endpoint(
+                config.metrics_host, config.metrics_port, self.metrics, gauges
+            )
+        except OSError as exc:
+            self.stop(0)
+            raise PreconditionError(
+                f"cannot serve metrics on {config.metrics_host}:{config.metrics_port}: {exc.strerror}"
+            ) from None
 
     def reload_tokens(self) -> None:
         """Re-read the auth file (SIGHUP); a server started without tokens keeps having none."""
@@ -130,6 +162,10 @@ class GnnStoreServer:
         ``grace`` + ``HANDLER_DRAIN_S`` more), so a Put is never cut off by the store closing.
         """
         grace = self.config.shutdown_grace_s if grace is None else grace
+        if self._metrics_endpoint is not None:
+            self._metrics_endpoint.shutdown()
+            self._metrics_endpoint.server_close()
+            self._metrics_endpoint = None
         if self._server is not None:
             self._health.enter_graceful_shutdown()
             self._server.stop(grace).wait()
@@ -184,7 +220,7 @@ class GnnStoreServer:
             ),
             server,
         )
-        segments = ReplySegments()
+        segments = self._segments = ReplySegments()
         graph_pb2_grpc.add_GraphServiceServicer_to_server(
             GraphServicer(data.graph_store, runner, self._sampling, data.summary, self.metrics, segments), server
         )

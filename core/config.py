@@ -56,6 +56,10 @@ class ServerConfig:
         insecure: allow a non-loopback bind without tokens (an open port; logged as a warning).
         tls_cert, tls_key: the server's PEM certificate chain and private key: TLS on.
         tls_client_ca: a PEM CA; clients must then present a certificate it signed (mutual TLS).
+        metrics_port: serve Prometheus metrics at ``http://metrics_host:metrics_port/metrics``
+            (``None``: no endpoint; 0 picks a free port, which the log names).
+        metrics_host: the metrics endpoint's interface; it has no authentication, so a
+            non-loopback one is logged as a warning.
     """
 
     data_dir: Path = Path("gnnstore-data")
@@ -84,6 +88,8 @@ class ServerConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))
@@ -124,6 +130,11 @@ class ServerConfig:
                 self.tls_client_ca is None or self.tls_cert is not None,
                 "tls_client_ca (mutual TLS) needs tls_cert and tls_key too",
             ),
+            (
+                self.metrics_port is None or 0 <= self.metrics_port <= 65535,
+                f"metrics_port must be in 0..65535, got {self.metrics_port}",
+            ),
+            (bool(self.metrics_host), "metrics_host must not be empty"),
         ]
         for ok, message in checks:
             if not ok:
@@ -205,7 +216,7 @@ def _parse(name: str, value: Any, source: str) -> Any:
             if text in _TRUE | _FALSE:
                 return text in _TRUE
             raise ValueError("not a boolean")
-        if kind == "int":
+        if kind in ("int", "int | None"):
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError("not an integer")
             return int(value)
