@@ -20,10 +20,11 @@ import torch
 from google.protobuf.message import Message
 from torch import Tensor
 
+from . import graph_pb2
 from .reply_segment import aligned
 
-PAYLOAD_FIELD = 10
-"""``SampleResponse.payload``'s field number."""
+PAYLOAD_FIELD = graph_pb2.SampleResponse.DESCRIPTOR.fields_by_name["payload"].number
+"""``SampleResponse.payload``'s field number, read from the stubs so the two never drift."""
 
 _new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
 _new_bytes.restype = ctypes.py_object
