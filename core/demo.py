@@ -5,7 +5,9 @@ Everything a user would do, on the embedded default (Kùzu + RocksDB): the graph
 port, and a 2-layer GraphSAGE trains with PyG's ``NodeLoader`` over the remote stores and the
 remote sampler (features ride with each sample: one round trip per mini-batch). A feature cache
 (20% of the feature bytes, hot set + SIEVE) keeps rows on the trainer so only misses travel,
-and a ``Prefetcher`` makes two batches ahead; each epoch prints its hit rate and stall.
+and a ``Prefetcher`` makes two batches ahead. Each epoch prints one line (loss, accuracies,
+batches/s, stall, cache hit rate per tier, memory); the run's ``TrainingReport`` is saved as
+JSON and PNG. gnnstore's INFO logs are off unless ``-v``.
 """
 from __future__ import annotations
 
@@ -20,18 +22,17 @@ import click
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch_geometric.data import FeatureStore, GraphStore
+from torch_geometric.data import Data, FeatureStore, GraphStore
 from torch_geometric.loader import NodeLoader
 from torch_geometric.nn.models import GraphSAGE
 from torch_geometric.sampler import BaseSampler
 
 from gnnstore.backend.server_process import ServerProcess
-from gnnstore.client import CacheStats, Prefetcher, RemoteNeighborSampler, connect
+from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
+from gnnstore.client.training_report import EpochRecord, TrainingReport
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.data_dir import open_stores
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -51,49 +52,18 @@ class DemoSettings:
     cache_fraction: float = 0.2
     prefetch: int = 2
     seed: int = 0
-
-
-@dataclass(frozen=True)
-class EpochReport:
-    """One training epoch: loss, training accuracy, wall time, throughput, cache hits and stall."""
-
-    epoch: int
-    loss: float
-    accuracy: float
-    seconds: float
-    batches: int
-    stall_fraction: float = 0.0
-    cache: CacheStats | None = None
-
-    @property
-    def batches_per_s(self) -> float:
-        """Mini-batches per second of wall time."""
-        return self.batches / self.seconds if self.seconds else 0.0
-
-    def line(self) -> str:
-        """The epoch as one printed line."""
-        line = (
-            f"epoch {self.epoch}: loss {self.loss:.4f}  train acc {self.accuracy:.3f}  "
-            f"{self.seconds:.1f} s  {self.batches_per_s:.1f} batches/s  "
-            f"stall {self.stall_fraction:.1%}"
-        )
-        if self.cache is not None:
-            lookups = max(self.cache.hits + self.cache.misses, 1)
-            line += (
-                f"  cache hit rate {self.cache.hit_rate:.1%} (static "
-                f"{self.cache.static_hits / lookups:.1%}, dynamic {self.cache.dynamic_hits / lookups:.1%})"
-            )
-        return line
+    target_accuracy: float = 0.8
 
 
 @dataclass(frozen=True)
 class DemoResult:
     """What the demo measured: every epoch, validation and test accuracy, the server's exit code."""
 
-    epochs: list[EpochReport]
+    epochs: list[EpochRecord]
     val_accuracy: float
     test_accuracy: float
     server_exit_code: int
+    report_files: tuple[Path, Path]
 
 
 def train_node_classifier(
@@ -105,15 +75,18 @@ def train_node_classifier(
     epochs: int,
     batch_size: int,
     lr: float,
+    report: TrainingReport,
+    val_ids: Tensor | None = None,
     num_workers: int = 0,
     prefetch: int = 2,
-    report: Callable[[EpochReport], None] | None = None,
-) -> list[EpochReport]:
+    say: Callable[[str], None] | None = None,
+) -> list[EpochRecord]:
     """Train ``model`` on the seed nodes ``train_ids`` (global ids) with PyG's ``NodeLoader``.
 
     The loss counts only each batch's seeds (``out[:batch.batch_size]``): the seeds come first.
-    A ``Prefetcher`` keeps ``prefetch`` batches ready; a feature store with a ``cache`` reports
-    its hit rate per epoch.
+    A ``Prefetcher`` keeps ``prefetch`` batches ready. Each epoch goes into ``report`` (with the
+    validation accuracy on ``val_ids`` when given, and the cache's hit rates when the feature
+    store has a cache) and its line to ``say``; the first batch's FLOPs are counted.
     """
     loader = Prefetcher(
         NodeLoader(data, node_sampler=sampler, input_nodes=train_ids, batch_size=batch_size,
@@ -122,31 +95,41 @@ def train_node_classifier(
     )
     cache = getattr(data[0], "cache", None)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=5e-4)
-    reports = []
+
+    def step(batch: Data) -> tuple[Tensor, Tensor]:
+        optimizer.zero_grad()
+        out = model(batch.x.float(), batch.edge_index)[: batch.batch_size]
+        loss = F.cross_entropy(out, batch.y[: batch.batch_size])
+        loss.backward()
+        optimizer.step()
+        return out, loss
+
     for epoch in range(1, epochs + 1):
         model.train()
         if cache is not None:
             cache.start_epoch()
-        started, total_loss, correct, seen, batches = time.perf_counter(), 0.0, 0, 0, 0
+        report.start_epoch()
+        total_loss, correct, seen, batches = 0.0, 0, 0, 0
         for batch in loader:
-            optimizer.zero_grad()
-            out = model(batch.x.float(), batch.edge_index)[: batch.batch_size]
+            if report.flops_per_batch is None:
+                out, loss = report.count_flops(lambda: step(batch))
+            else:
+                out, loss = step(batch)
             y = batch.y[: batch.batch_size]
-            loss = F.cross_entropy(out, y)
-            loss.backward()
-            optimizer.step()
             total_loss += loss.item() * y.numel()
             correct += int((out.argmax(-1) == y).sum())
             seen += y.numel()
             batches += 1
-        epoch_report = EpochReport(
-            epoch, total_loss / max(seen, 1), correct / max(seen, 1), time.perf_counter() - started,
-            batches, loader.stall_fraction, None if cache is None else cache.stats(),
+        record = report.end_epoch(
+            loss=total_loss / max(seen, 1), accuracy=correct / max(seen, 1), batches=batches,
+            stall_fraction=loader.stall_fraction, cache=None if cache is None else cache.stats(),
+            note="includes one-time kernel compilation and connection set-up" if epoch == 1 else "",
         )
-        reports.append(epoch_report)
-        if report is not None:
-            report(epoch_report)
-    return reports
+        if val_ids is not None:
+            record = report.validated(evaluate(model, data, sampler, val_ids, batch_size=batch_size))
+        if say is not None:
+            say(record.line())
+    return report.epochs
 
 
 @torch.no_grad()
@@ -169,20 +152,25 @@ def evaluate(
     return correct / max(seen, 1)
 
 
-def run_demo(settings: DemoSettings, data_dir: Path | None, say: Callable[[str], None]) -> DemoResult:
+def run_demo(
+    settings: DemoSettings, data_dir: Path | None, report_dir: Path, say: Callable[[str], None]
+) -> DemoResult:
     """Generate, ingest, serve and train; ``say`` receives one line per step and per epoch.
 
     Args:
         settings: graph and training sizes.
         data_dir: where to ingest (a fresh temporary folder when ``None``).
+        report_dir: where the training report (JSON and PNG) goes.
         say: where progress lines go (the CLI passes ``click.echo``).
     """
     with tempfile.TemporaryDirectory(prefix="gnnstore-demo-") as tmp:
         target = Path(tmp) / "data" if data_dir is None else Path(data_dir)
-        return _run(settings, target, Path(tmp), say)
+        return _run(settings, target, report_dir, Path(tmp), say)
 
 
-def _run(settings: DemoSettings, data_dir: Path, tmp: Path, say: Callable[[str], None]) -> DemoResult:
+def _run(
+    settings: DemoSettings, data_dir: Path, report_dir: Path, tmp: Path, say: Callable[[str], None]
+) -> DemoResult:
     torch.manual_seed(settings.seed)
     started = time.perf_counter()
     graph = generate_graph(settings.nodes, settings.avg_degree, settings.features, settings.classes,
@@ -199,19 +187,26 @@ def _run(settings: DemoSettings, data_dir: Path, tmp: Path, say: Callable[[str],
         sampler = RemoteNeighborSampler(fs, list(settings.fanouts), feature_store=fs)
         model = GraphSAGE(settings.features, settings.hidden, 2, settings.classes, dropout=0.5)
         ids = torch.arange(graph.num_nodes)
+        report = TrainingReport(target_accuracy=settings.target_accuracy)
         epochs = train_node_classifier(
             model, (fs, gs), sampler, ids[graph.train_mask], epochs=settings.epochs,
-            batch_size=settings.batch_size, lr=settings.lr, num_workers=settings.num_workers,
-            prefetch=settings.prefetch, report=lambda epoch: say(epoch.line()),
+            batch_size=settings.batch_size, lr=settings.lr, report=report,
+            val_ids=ids[graph.val_mask], num_workers=settings.num_workers,
+            prefetch=settings.prefetch, say=say,
         )
-        val = evaluate(model, (fs, gs), sampler, ids[graph.val_mask], batch_size=settings.batch_size)
+        val = epochs[-1].val_accuracy
         test = evaluate(model, (fs, gs), sampler, ids[graph.test_mask], batch_size=settings.batch_size)
+        reached = report.time_to_target_s
+        say(f"one training step: {report.flops_per_batch / 1e6:.0f} MFLOPs (matmuls only)")
         say(f"validation accuracy {val:.3f}, test accuracy {test:.3f} "
-            f"(chance: {1 / settings.classes:.3f})")
+            f"(chance: {1 / settings.classes:.3f}); validation accuracy "
+            f"{settings.target_accuracy:.2f} " + ("not reached" if reached is None else f"reached after {reached:.1f} s"))
         fs.connection.close()
     code = server.proc.returncode
-    say(f"server stopped (exit code {code}); total {time.perf_counter() - started:.1f} s")
-    return DemoResult(epochs, val, test, code)
+    files = report.save(report_dir, "gnnstore-demo-report")
+    say(f"server stopped (exit code {code}); total {time.perf_counter() - started:.1f} s; "
+        f"training report: {files[0]} and {files[1]}")
+    return DemoResult(epochs, val, test, code, files)
 
 
 @click.command("demo")
@@ -232,16 +227,24 @@ def _run(settings: DemoSettings, data_dir: Path, tmp: Path, say: Callable[[str],
 @click.option("--prefetch", type=click.IntRange(min=1), default=DemoSettings.prefetch,
               show_default=True, help="Batches made ahead while the model trains.")
 @click.option("--seed", type=int, default=DemoSettings.seed, show_default=True, help="Random seed.")
+@click.option("--target-accuracy", type=click.FloatRange(0.0, 1.0), default=DemoSettings.target_accuracy,
+              show_default=True, help="Validation accuracy whose first reaching is timed.")
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="Where gnnstore-demo-report.json and .png are written.")
+@click.option("-v", "--verbose", is_flag=True, help="Show gnnstore's INFO logs.")
 def demo_command(
     data_dir: Path | None, nodes: int, epochs: int, batch_size: int, fanouts: str, num_workers: int,
-    cache_fraction: float, prefetch: int, seed: int,
+    cache_fraction: float, prefetch: int, seed: int, target_accuracy: float, report_dir: Path,
+    verbose: bool,
 ) -> None:
     """Generate a graph, ingest it, serve it and train GraphSAGE through the remote loaders."""
+    if not verbose and logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("gnnstore").setLevel(logging.WARNING)  # the demo's own lines only
     try:
         hops = tuple(int(part) for part in fanouts.split(","))
     except ValueError:
         raise click.BadParameter(f"expected integers like 10,5; got {fanouts!r}", param_hint="--fanouts")
     settings = DemoSettings(nodes=nodes, epochs=epochs, batch_size=batch_size, fanouts=hops,
                             num_workers=num_workers, cache_fraction=cache_fraction,
-                            prefetch=prefetch, seed=seed)
-    run_demo(settings, data_dir, click.echo)
+                            prefetch=prefetch, seed=seed, target_accuracy=target_accuracy)
+    run_demo(settings, data_dir, report_dir, click.echo)

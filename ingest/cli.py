@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -23,9 +24,11 @@ from gnnstore.config import GRAPH_BACKENDS, ServerConfig, load_config
 from gnnstore.ingest.file_source import KEY_COLUMN, LABEL_COLUMN, ingest_files
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
-from gnnstore.ingest.planetoid import load_planetoid
+from gnnstore.ingest.planetoid import RAW_SUFFIXES, load_planetoid
 from gnnstore.ingest.report import IngestReport
-from gnnstore.stores.data_dir import Stores, open_stores
+from gnnstore.stores.data_dir import (
+    Stores, clear_ingest_record, open_stores, read_ingest_record, write_ingest_record,
+)
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
 DEFAULT_DATA_DIR = Path("gnnstore-data")
@@ -67,11 +70,11 @@ def target_options(command: Callable) -> Callable:
     @functools.wraps(command)
     def with_target(
         *args: object, data_dir: Path, graph_backend: str | None, neo4j_uri: str | None,
-        neo4j_user: str | None, **kwargs: object,
+        neo4j_user: str | None, skip_if_done: bool, **kwargs: object,
     ) -> object:
         target = resolve_target(data_dir, os.environ, graph_backend=graph_backend,
                                 neo4j_uri=neo4j_uri, neo4j_user=neo4j_user)
-        return command(*args, target=target, **kwargs)
+        return command(*args, target=target, skip_if_done=skip_if_done, **kwargs)
 
     options = [
         click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -84,6 +87,9 @@ def target_options(command: Callable) -> Callable:
                                          f"[default: {_DEFAULTS.neo4j_uri}]"),
         click.option("--neo4j-user", help="Neo4j user ($GNNSTORE_NEO4J_USER; password: "
                                           f"$GNNSTORE_NEO4J_PASSWORD).  [default: {_DEFAULTS.neo4j_user}]"),
+        click.option("--skip-if-done", is_flag=True,
+                     help="Do nothing when the last ingest that finished in --data-dir read the "
+                          "same input into the same graph target (the stores are not opened)."),
     ]  # fmt: skip
     for option in reversed(options):
         with_target = option(with_target)
@@ -109,8 +115,43 @@ def open_target(target: Target) -> Iterator[Stores]:
         yield stores
 
 
-def _echo(report: IngestReport) -> None:
+def run_ingest(
+    target: Target, source: dict, skip_if_done: bool, ingest: Callable[[Stores], IngestReport]
+) -> None:
+    """Run ``ingest`` on the opened target and record ``source`` once every write committed.
+
+    ``source`` names the input (parameters, or file digests); with ``skip_if_done`` an ingest
+    whose record matches is skipped before the stores are opened, so a running server's lock
+    on them does not stop it. The record is removed before the first write: an ingest that
+    fails or is killed leaves none, and the next run redoes it.
+    """
+    graph = {"backend": target.graph_backend}
+    if target.graph_backend == "neo4j":
+        graph["uri"] = target.neo4j_uri
+    record = {"source": source, "graph": graph}
+    if skip_if_done and read_ingest_record(target.data_dir) == record:
+        click.echo(f"nothing to do: {target.data_dir} holds this ingest already (--skip-if-done)")
+        return
+    with open_target(target) as stores:
+        clear_ingest_record(target.data_dir)
+        report = ingest(stores)
+    write_ingest_record(target.data_dir, record)
     click.echo(report.summary())
+
+
+def _digest(path: Path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _digests(paths: Mapping[object, Path]) -> list[list]:
+    """``[[type, sha256], ...]`` of typed paths, in a stable order (types may be None or tuples)."""
+    return sorted(([list(t) if isinstance(t, tuple) else t, _digest(p)] for t, p in paths.items()),
+                  key=repr)
 
 
 @click.group("ingest")
@@ -134,15 +175,17 @@ def ingest_command() -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @target_options
 def generate_command(
-    nodes: int, avg_degree: float, features: int, classes: int, seed: int, target: Target
+    nodes: int, avg_degree: float, features: int, classes: int, seed: int, target: Target,
+    skip_if_done: bool,
 ) -> None:
     """A power-law graph with planted classes, class-correlated features and splits."""
     if classes > nodes:
         raise click.BadParameter(f"{classes} classes need at least as many nodes, got {nodes}",
                                  param_hint="--classes")
-    data = generate_graph(nodes, avg_degree, features, classes, seed=seed)
-    with open_target(target) as stores:
-        _echo(ingest_graph(data, stores, progress=True))
+    source = {"generate": {"nodes": nodes, "avg_degree": avg_degree, "features": features,
+                           "classes": classes, "seed": seed}}
+    run_ingest(target, source, skip_if_done, lambda stores: ingest_graph(
+        generate_graph(nodes, avg_degree, features, classes, seed=seed), stores, progress=True))
 
 
 @ingest_command.command("planetoid")
@@ -150,11 +193,12 @@ def generate_command(
 @click.option("--name", default="Cora", show_default=True,
               help="Dataset name: Cora, CiteSeer or PubMed (raw files ind.<name>.*).")
 @target_options
-def planetoid_command(raw_dir: Path, name: str, target: Target) -> None:
+def planetoid_command(raw_dir: Path, name: str, target: Target, skip_if_done: bool) -> None:
     """PyG's Planetoid raw files (e.g. ../shared/data/planetoid/Cora/raw)."""
     data = load_planetoid(raw_dir, name)
-    with open_target(target) as stores:
-        _echo(ingest_graph(data, stores, progress=True))
+    files = {suffix: raw_dir / f"ind.{name.lower()}.{suffix}" for suffix in RAW_SUFFIXES}
+    source = {"planetoid": {"name": name, "files": _digests(files)}}
+    run_ingest(target, source, skip_if_done, lambda stores: ingest_graph(data, stores, progress=True))
 
 
 @ingest_command.command("files")
@@ -172,7 +216,7 @@ def planetoid_command(raw_dir: Path, name: str, target: Target) -> None:
 @target_options
 def files_command(
     node_specs: tuple[str, ...], edge_specs: tuple[str, ...], feature_specs: tuple[str, ...],
-    key_column: str, label_column: str, target: Target,
+    key_column: str, label_column: str, target: Target, skip_if_done: bool,
 ) -> None:
     """Node and edge files; untyped paths make a homogeneous graph.
 
@@ -190,9 +234,12 @@ def files_command(
             "mix of untyped (homogeneous) and typed paths; type all of them or none",
             param_hint="--nodes/--edges/--features",
         )
-    with open_target(target) as stores:
-        _echo(ingest_files(stores, nodes=nodes, edges=edges, features=features,
-                           key_column=key_column, label_column=label_column, progress=True))
+    source = {"files": {"nodes": _digests(nodes), "edges": _digests(edges),
+                        "features": _digests(features), "key_column": key_column,
+                        "label_column": label_column}}
+    run_ingest(target, source, skip_if_done, lambda stores: ingest_files(
+        stores, nodes=nodes, edges=edges, features=features, key_column=key_column,
+        label_column=label_column, progress=True))
 
 
 def _parse_specs(

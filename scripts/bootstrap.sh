@@ -19,8 +19,8 @@ fi
 stamp="$venv/.gnnstore-stamp"
 want="$(sha256sum "$root/pyproject.toml" | cut -c1-16) $root"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "[bootstrap] installing gnnstore[test,bench] from $root" >&2
-  "$venv/bin/pip" install -q -e "$root[test,bench]" >&2
+  echo "[bootstrap] installing gnnstore[test] from $root" >&2
+  "$venv/bin/pip" install -q -e "$root[test]" >&2
   echo "$want" > "$stamp"
 fi
 

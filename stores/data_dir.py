@@ -5,8 +5,10 @@ caller hands in the graph store; this module stays the one place that knows the 
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,7 @@ GRAPH = "graph.kuzu"
 FEATURES = "features"
 IDMAP = "idmap"
 SNAPSHOTS = "snapshots"  # owned by the backend's topology snapshots; never opened here
+INGEST_RECORD = "ingest-record.json"  # what the last finished ingest read; absent mid-ingest
 _INGEST_HINT = "run `gnnstore ingest SOURCE --data-dir DIR` to (re)build it"
 
 
@@ -126,5 +129,30 @@ def _present_parts(root: Path) -> list[str]:
 
 def _is_empty(root: Path, parts: tuple[str, ...]) -> bool:
     """No entry but snapshots and, with the graph elsewhere, a left-over ``graph.kuzu``."""
-    ignored = {SNAPSHOTS, *({GRAPH} - set(parts))}
+    ignored = {SNAPSHOTS, INGEST_RECORD, *({GRAPH} - set(parts))}
     return all(entry.name in ignored for entry in root.iterdir())
+
+
+def read_ingest_record(data_dir: str | os.PathLike) -> dict | None:
+    """The record the last finished ingest left in ``data_dir``, or ``None`` (none, or unreadable)."""
+    try:
+        record = json.loads((Path(data_dir) / INGEST_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def clear_ingest_record(data_dir: str | os.PathLike) -> None:
+    """Forget the last ingest: called before an ingest's first write, so a crash leaves none."""
+    (Path(data_dir) / INGEST_RECORD).unlink(missing_ok=True)
+
+
+def write_ingest_record(data_dir: str | os.PathLike, record: dict) -> None:
+    """Note, atomically, what the ingest that just committed every write read."""
+    root = Path(data_dir)
+    staged = root / f".{INGEST_RECORD}-{uuid.uuid4().hex}"
+    with open(staged, "w") as file:
+        json.dump(record, file, sort_keys=True)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(staged, root / INGEST_RECORD)

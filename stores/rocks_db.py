@@ -46,6 +46,11 @@ def open_rdict(path: str | os.PathLike, *, read_only: bool, what: str) -> Rdict:
             column_families={"default": rocksdb_options()}, access_type=access,
         )
     except Exception as exc:  # rocksdict raises a bare Exception for lock and corruption errors
+        if "lock" in str(exc).lower():
+            raise PreconditionError(
+                f"cannot open {what} {path}: another process holds its write lock (a running "
+                "`gnnstore serve` or ingest); stop it first, or write through the server"
+            ) from exc
         raise PreconditionError(f"cannot open {what} {path}: {exc}") from exc
 
 

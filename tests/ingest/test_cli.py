@@ -131,3 +131,38 @@ def test_unreachable_neo4j_is_one_line_and_nothing_is_written(tmp_path):
     assert f"Neo4j at bolt://127.0.0.1:{port} (auth off) cannot be used" in line
     assert "GNNSTORE_NEO4J_URI" in line
     assert "Traceback" not in proc.stderr and not data_dir.exists()
+
+
+def _generate(data_dir, *extra: str):
+    return CliRunner().invoke(ingest_command, [
+        "generate", "--nodes", "300", "--avg-degree", "2", "--features", "4", "--classes", "3",
+        "--data-dir", str(data_dir), *extra,
+    ])
+
+
+def test_skip_if_done_skips_a_finished_ingest_without_opening_the_stores(tmp_path):
+    data_dir = tmp_path / "data"
+    assert _generate(data_dir, "--skip-if-done").exit_code == 0  # nothing recorded yet: runs
+    with open_stores(data_dir):  # a running server holds the write lock, as in `compose up`
+        again = _generate(data_dir, "--skip-if-done")
+        assert again.exit_code == 0, again.output
+        assert again.stdout.startswith("nothing to do:")
+        other_seed = _generate(data_dir, "--skip-if-done", "--seed", "7")  # new input: must write
+        assert other_seed.exit_code == 1
+        assert "another process holds its write lock" in str(other_seed.exception)
+    without_flag = _generate(data_dir)
+    assert without_flag.exit_code == 0 and "nothing to do" not in without_flag.stdout
+
+
+def test_a_failed_ingest_leaves_no_record_so_the_next_run_redoes_it(tmp_path):
+    data_dir = tmp_path / "data"
+    assert _generate(data_dir).exit_code == 0
+    nodes = tmp_path / "nodes.csv"
+    pd.DataFrame({"key": [1, 2], "f0": [0.5, 1.5]}).to_csv(nodes, index=False)
+    edges = tmp_path / "edges.csv"
+    pd.DataFrame({"src": [1], "dst": [99]}).to_csv(edges, index=False)  # 99 is no node's key
+    failed = CliRunner().invoke(ingest_command, ["files", "--nodes", str(nodes), "--edges",
+                                                 str(edges), "--data-dir", str(data_dir)])
+    assert failed.exit_code == 1, failed.output
+    redone = _generate(data_dir, "--skip-if-done")
+    assert redone.exit_code == 0 and "nothing to do" not in redone.stdout
