@@ -31,6 +31,7 @@ from gnnstore.client.remote_feature_store import AttrSchema, RemoteFeatureStore
 from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.client.remote_id_map import RemoteIdMap
 from gnnstore.client.remote_sampler import RemoteNeighborSampler
+from gnnstore.client.training_report import EpochRecord, TrainingReport
 
 __all__ = [
     "POLICY_NAMES",
@@ -38,6 +39,7 @@ __all__ = [
     "CacheStats",
     "ClientStats",
     "Connection",
+    "EpochRecord",
     "EpochTiming",
     "FeatureCache",
     "FeatureExchange",
@@ -47,6 +49,7 @@ __all__ = [
     "RemoteGraphStore",
     "RemoteIdMap",
     "RemoteNeighborSampler",
+    "TrainingReport",
     "ServerInfo",
     "client_stats",
     "connect",

@@ -28,8 +28,7 @@ from torch_geometric.nn.models import GraphSAGE
 from torch_geometric.sampler import BaseSampler
 
 from gnnstore.backend.server_process import ServerProcess
-from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
-from gnnstore.client.training_report import EpochRecord, TrainingReport
+from gnnstore.client import EpochRecord, Prefetcher, RemoteNeighborSampler, TrainingReport, connect
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.data_dir import open_stores

@@ -16,23 +16,35 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.mark.parametrize(
-    "script, args, last_line",
+    "script, args, final",
     [
-        ("node_classification.py", ["--epochs", "1", "--batch-size", "64"], "test accuracy"),
-        ("link_prediction.py", ["--epochs", "1", "--links", "600", "--batch-size", "128"], "validation AUC"),
+        ("node_classification.py", ["--epochs", "2", "--batch-size", "64"], "test accuracy"),
+        ("node_classification.py", ["--epochs", "2", "--batch-size", "64", "--amp", "--accumulate", "2"],
+         "test accuracy"),
+        ("link_prediction.py", ["--epochs", "2", "--links", "600", "--batch-size", "128"], "validation AUC"),
+        ("link_prediction.py", ["--epochs", "2", "--links", "600", "--batch-size", "128", "--amp",
+                                "--accumulate", "2"], "validation AUC"),
     ],
 )
-def test_example_trains_against_the_server(
-    homo_server: ServerProcess, script: str, args: list[str], last_line: str
+def test_example_trains_against_the_server_and_saves_its_report(
+    homo_server: ServerProcess, script: str, args: list[str], final: str, tmp_path: Path
 ) -> None:
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / script), "--address", homo_server.address, *args],
+        [sys.executable, str(EXAMPLES / script), "--address", homo_server.address, *args,
+         "--report-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
-    assert lines[0].startswith("epoch 1: loss ")
-    assert last_line in lines[-1]
+    epochs = [line for line in lines if line.startswith("epoch ")]
+    assert [line.split(":")[0] for line in epochs] == ["epoch 1", "epoch 2"]
+    assert all("batches/s" in line and "RSS " in line for line in epochs)
+    losses = [float(line.split("loss ")[1].split()[0]) for line in epochs]
+    assert losses[1] < losses[0]  # it learns, in mixed precision too
+    assert final in lines[-2] and lines[-1].startswith("training report: ")
+    (report,) = tmp_path.glob("*.json")
+    assert [e["epoch"] for e in json.loads(report.read_text())["epochs"]] == [1, 2]
+    assert report.with_suffix(".png").is_file()
 
 
 def test_the_ddp_example_trains_every_seed_once_an_epoch_across_ranks(tmp_path: Path) -> None:
