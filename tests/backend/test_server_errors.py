@@ -25,6 +25,7 @@ from gnnstore.proto.errors import (
     ServerUnavailableError,
 )
 from gnnstore.proto.sample_codec import options_to_proto
+from gnnstore.client.remote_sampler import call_sampling
 from served import ServerProcess, ingest
 
 MAX_SEEDS = 300
@@ -123,7 +124,7 @@ def test_bad_negative_sampling_is_invalid(server: ServerProcess, graph: HeteroDa
     request.input_type.src, request.input_type.rel, request.input_type.dst = "author", "writes", "paper"
     request.label.is_none = True
     with pytest.raises(InvalidRequestError, match="negative sampling"):
-        Connection(server.address).call("GraphService", "SampleFromEdges", request)
+        call_sampling(Connection(server.address), "SampleFromEdges", request)[0]
     _still_serving(server, graph)
 
 
