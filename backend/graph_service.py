@@ -24,7 +24,7 @@ from gnnstore.proto.codec import (
 )
 from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
-from gnnstore.proto.reply_payload import PayloadWriter, ReplyWithPayload, SerializedPart, reply_parts
+from gnnstore.proto.reply_payload import PayloadWriter, ReplyWithPayload
 from gnnstore.proto.reply_segment import ArrayWriter, ReplyWriter, SegmentRefused
 from gnnstore.proto.sample_codec import (
     edge_input_from_proto,
@@ -121,19 +121,17 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
 
     def SampleFromNodes(
         self, request: graph_pb2.SampleFromNodesRequest, context: grpc.ServicerContext
-    ) -> Iterator[SerializedPart]:
+    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_nodes, with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromNodes"):
-            reply = self._sampling.run(context.peer(), lambda: self._sample_from_nodes(request))
-        yield from reply_parts(reply)
+            return self._sampling.run(context.peer(), lambda: self._sample_from_nodes(request))
 
     def SampleFromEdges(
         self, request: graph_pb2.SampleFromEdgesRequest, context: grpc.ServicerContext
-    ) -> Iterator[SerializedPart]:
+    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_edges (negatives included), with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromEdges"):
-            reply = self._sampling.run(context.peer(), lambda: self._sample_from_edges(request))
-        yield from reply_parts(reply)
+            return self._sampling.run(context.peer(), lambda: self._sample_from_edges(request))
 
     def HotNodes(
         self, request: graph_pb2.HotNodesRequest, context: grpc.ServicerContext

@@ -40,7 +40,7 @@ from gnnstore.client.channel import Connection
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.errors import InvalidRequestError, PreconditionError
+from gnnstore.proto.errors import InvalidRequestError
 from gnnstore.proto.sample_codec import (
     edge_input_to_proto,
     node_input_to_proto,
@@ -197,14 +197,14 @@ class RemoteNeighborSampler(BaseSampler):
             if request.HasField("features") and self.feature_store.exchange.cache is not None:
                 request.features.aligned = True  # misses land where the batch needs them, hits go around
         try:
-            reply, payload = call_sampling(self.connection, method, request, timeout=self.timeout)
+            reply = self.connection.call("GraphService", method, request, timeout=self.timeout)
         except BaseException:
             if segment is not None:
                 segments.discard(segment)
             raise
         shared = None if segment is None else segments.lend(segment, reply)
-        if shared is None:  # no segment, or the server refused it: the arrays came as the payload
-            shared = payload
+        if shared is None and reply.payload:
+            shared = memoryview(bytearray(reply.payload))  # writable: the batch's tensors view it
         out = output_from_proto(reply, shared)
         rows = [node_rows_from_proto(r, shared) for r in reply.features]
         if self.feature_store is not None:
@@ -214,35 +214,6 @@ class RemoteNeighborSampler(BaseSampler):
     def _request_seed(self) -> int:
         claimed = getattr(self._claimed, "seed", None)
         return self.claim_seed() if claimed is None else claimed
-
-
-def call_sampling(
-    connection: Connection, method: str,
-    request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest,
-    *, timeout: float | None = None,
-) -> tuple[graph_pb2.SampleResponse, memoryview | None]:
-    """One sampling call (``SampleFromNodes`` or ``SampleFromEdges``): the reply's head and its
-    payload, the data parts joined in one writable buffer the batch's tensors may view
-    (``None`` when the reply has no payload).
-
-    Raises:
-        PreconditionError: the stream is not a head followed by data parts (another version).
-    """
-    parts = connection.stream_all("GraphService", method, request, timeout=timeout)
-    kinds = [part.WhichOneof("part") for part in parts]
-    if kinds[:1] != ["head"] or any(kind != "data" for kind in kinds[1:]):
-        raise PreconditionError(
-            f"GraphService.{method} answered parts {kinds[:4]}, not a head and then data: client and "
-            "server versions differ?"
-        )
-    if len(parts) == 1:
-        return parts[0].head, None
-    payload = memoryview(bytearray(sum(len(part.data) for part in parts[1:])))
-    position = 0
-    for part in parts[1:]:
-        payload[position : position + len(part.data)] = part.data
-        position += len(part.data)
-    return parts[0].head, payload
 
 
 def _connection(client: str | Connection | RemoteFeatureStore | RemoteGraphStore) -> Connection:

@@ -44,15 +44,15 @@ class GraphServiceStub:
                 request_serializer=gnnstore_dot_v1_dot_graph__pb2.GetEdgeIndexRequest.SerializeToString,
                 response_deserializer=gnnstore_dot_v1_dot_graph__pb2.EdgeIndexChunk.FromString,
                 _registered_method=True)
-        self.SampleFromNodes = channel.unary_stream(
+        self.SampleFromNodes = channel.unary_unary(
                 '/gnnstore.v1.GraphService/SampleFromNodes',
                 request_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleFromNodesRequest.SerializeToString,
-                response_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleReplyPart.FromString,
+                response_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleResponse.FromString,
                 _registered_method=True)
-        self.SampleFromEdges = channel.unary_stream(
+        self.SampleFromEdges = channel.unary_unary(
                 '/gnnstore.v1.GraphService/SampleFromEdges',
                 request_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleFromEdgesRequest.SerializeToString,
-                response_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleReplyPart.FromString,
+                response_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleResponse.FromString,
                 _registered_method=True)
         self.HotNodes = channel.unary_unary(
                 '/gnnstore.v1.GraphService/HotNodes',
@@ -80,7 +80,6 @@ class GraphServiceServicer:
 
     def SampleFromNodes(self, request, context):
         """PyG's sample_from_nodes on the server's engine; optionally with the sampled nodes' features.
-        The reply streams: a SampleResponse, then its payload in chunks (see SampleReplyPart).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -113,15 +112,15 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     request_deserializer=gnnstore_dot_v1_dot_graph__pb2.GetEdgeIndexRequest.FromString,
                     response_serializer=gnnstore_dot_v1_dot_graph__pb2.EdgeIndexChunk.SerializeToString,
             ),
-            'SampleFromNodes': grpc.unary_stream_rpc_method_handler(
+            'SampleFromNodes': grpc.unary_unary_rpc_method_handler(
                     servicer.SampleFromNodes,
                     request_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleFromNodesRequest.FromString,
-                    response_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleReplyPart.SerializeToString,
+                    response_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleResponse.SerializeToString,
             ),
-            'SampleFromEdges': grpc.unary_stream_rpc_method_handler(
+            'SampleFromEdges': grpc.unary_unary_rpc_method_handler(
                     servicer.SampleFromEdges,
                     request_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleFromEdgesRequest.FromString,
-                    response_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleReplyPart.SerializeToString,
+                    response_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleResponse.SerializeToString,
             ),
             'HotNodes': grpc.unary_unary_rpc_method_handler(
                     servicer.HotNodes,
@@ -204,12 +203,12 @@ class GraphService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_stream(
+        return grpc.experimental.unary_unary(
             request,
             target,
             '/gnnstore.v1.GraphService/SampleFromNodes',
             gnnstore_dot_v1_dot_graph__pb2.SampleFromNodesRequest.SerializeToString,
-            gnnstore_dot_v1_dot_graph__pb2.SampleReplyPart.FromString,
+            gnnstore_dot_v1_dot_graph__pb2.SampleResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -231,12 +230,12 @@ class GraphService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_stream(
+        return grpc.experimental.unary_unary(
             request,
             target,
             '/gnnstore.v1.GraphService/SampleFromEdges',
             gnnstore_dot_v1_dot_graph__pb2.SampleFromEdgesRequest.SerializeToString,
-            gnnstore_dot_v1_dot_graph__pb2.SampleReplyPart.FromString,
+            gnnstore_dot_v1_dot_graph__pb2.SampleResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,7 +12,6 @@ from torch_geometric.data import Data
 from torch_geometric.sampler import NodeSamplerInput
 
 from gnnstore.client import Connection, RemoteNeighborSampler
-from gnnstore.client.remote_sampler import call_sampling
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.proto import feature_pb2, graph_pb2, idmap_pb2
 from gnnstore.proto.codec import attr_key_to_proto, ids_to_proto, node_type_to_proto, tensor_to_proto
@@ -83,12 +82,13 @@ def test_a_sample_over_the_work_budget_is_refused_naming_the_limit(
     connection: Connection, seeds: int, fanouts: list[int], replace: bool, disjoint: bool
 ) -> None:
     request = _sample_request(torch.arange(seeds) % NODES, fanouts, replace=replace, disjoint=disjoint)
-    text = _refused(ResourceExhaustedError, "could sample up to", lambda: call_sampling(connection, "SampleFromNodes", request))
+    text = _refused(ResourceExhaustedError, "could sample up to", lambda: connection.call(
+        "GraphService", "SampleFromNodes", request))
     assert "--max-sample-edges" in text and "GNNSTORE_MAX_SAMPLE_EDGES" in text
 
 
 def test_every_neighbour_of_a_few_seeds_stays_within_the_budget(connection: Connection) -> None:
-    reply, _ = call_sampling(connection, "SampleFromNodes", _sample_request(torch.arange(4), [-1, -1]))
+    reply = connection.call("GraphService", "SampleFromNodes", _sample_request(torch.arange(4), [-1, -1]))
     assert reply.node[0].ids.shape[0] >= 4
 
 
@@ -97,10 +97,11 @@ def test_sampled_rows_over_the_reply_limit_are_refused_before_they_are_gathered(
 ) -> None:
     request = _sample_request(torch.arange(8), [2])
     request.features.attrs.append(attr_key_to_proto(None, "x"))  # at most 24 rows: under the limit
-    assert call_sampling(connection, "SampleFromNodes", request)[0].features
+    assert connection.call("GraphService", "SampleFromNodes", request).features
     wide = _sample_request(torch.arange(NODES), [5, 5])  # every node: 400 rows of 64 bytes
     wide.features.attrs.append(attr_key_to_proto(None, "x"))
-    text = _refused(ResourceExhaustedError, "feature rows are", lambda: call_sampling(connection, "SampleFromNodes", wide))
+    text = _refused(ResourceExhaustedError, "feature rows are", lambda: connection.call(
+        "GraphService", "SampleFromNodes", wide))
     assert f"{REPLY_LIMIT:,}" in text and "--max-reply-bytes" in text
 
 
@@ -146,7 +147,8 @@ def test_known_ids_out_of_range_are_invalid_not_internal(connection: Connection)
         request = _sample_request(torch.arange(4), [2])
         request.features.attrs.append(attr_key_to_proto(None, "x"))
         request.features.known.add(node_type=node_type_to_proto(None), ids=ids_to_proto(torch.tensor(known)))
-        _refused(InvalidRequestError, "known id .* is out of range", lambda r=request: call_sampling(connection, "SampleFromNodes", r))
+        _refused(InvalidRequestError, "known id .* is out of range", lambda r=request: connection.call(
+            "GraphService", "SampleFromNodes", r))
 
 
 def test_bad_link_requests_are_invalid_not_internal(connection: Connection, graph: Data) -> None:
@@ -156,10 +158,12 @@ def test_bad_link_requests_are_invalid_not_internal(connection: Connection, grap
     request = edge_input_to_proto(links, NegativeSampling("binary", 1))
     request.options.CopyFrom(options_to_proto([2], replace=False, disjoint=False, seed=1))
     request.neg_sampling.amount = float("inf")
-    _refused(InvalidRequestError, "amount must be > 0 and finite", lambda: call_sampling(connection, "SampleFromEdges", request))
+    _refused(InvalidRequestError, "amount must be > 0 and finite", lambda: connection.call(
+        "GraphService", "SampleFromEdges", request))
     request.neg_sampling.amount = 1.0
     request.label.CopyFrom(optional_tensor_to_proto(torch.tensor(1.0)))
-    _refused(InvalidRequestError, "edge label has a scalar for 4 links", lambda: call_sampling(connection, "SampleFromEdges", request))
+    _refused(InvalidRequestError, "edge label has a scalar for 4 links", lambda: connection.call(
+        "GraphService", "SampleFromEdges", request))
 
 
 def test_bool_keys_and_negative_chunks_are_refused(connection: Connection) -> None:
@@ -176,9 +180,9 @@ def test_bool_keys_and_negative_chunks_are_refused(connection: Connection) -> No
 
 def test_an_unparsable_body_is_invalid_and_says_so(server: ServerProcess) -> None:
     with grpc.insecure_channel(server.address) as channel:
-        call = channel.unary_stream("/gnnstore.v1.GraphService/SampleFromNodes")
+        call = channel.unary_unary("/gnnstore.v1.GraphService/SampleFromNodes")
         with pytest.raises(grpc.RpcError) as refused:
-            list(call(b"\xff\xff\xff\xff not a protobuf", timeout=10))
+            call(b"\xff\xff\xff\xff not a protobuf", timeout=10)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "could not parse the SampleFromNodes request" in refused.value.details()
 

@@ -25,7 +25,6 @@ from gnnstore.proto.errors import (
     ServerUnavailableError,
 )
 from gnnstore.proto.sample_codec import options_to_proto
-from gnnstore.client.remote_sampler import call_sampling
 from served import ServerProcess, ingest
 
 MAX_SEEDS = 300
@@ -124,7 +123,7 @@ def test_bad_negative_sampling_is_invalid(server: ServerProcess, graph: HeteroDa
     request.input_type.src, request.input_type.rel, request.input_type.dst = "author", "writes", "paper"
     request.label.is_none = True
     with pytest.raises(InvalidRequestError, match="negative sampling"):
-        call_sampling(Connection(server.address), "SampleFromEdges", request)[0]
+        Connection(server.address).call("GraphService", "SampleFromEdges", request)
     _still_serving(server, graph)
 
 

@@ -15,7 +15,6 @@ from gnnstore.client.reply_segments import ReplySegmentPool
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.errors import InvalidRequestError
 from gnnstore.proto.sample_codec import node_input_to_proto, options_to_proto
-from gnnstore.client.remote_sampler import call_sampling
 from served import ServerProcess
 
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
@@ -102,7 +101,7 @@ def test_a_segment_the_server_cannot_open_is_refused_and_the_reply_travels_inlin
     request.reply_segment.CopyFrom(
         graph_pb2.ReplySegment(pid=no_such_pid, fd=3, inode=7, size=1 << 20, nonce=bytes(16))
     )
-    reply = call_sampling(fs.connection, "SampleFromNodes", request)[0]
+    reply = fs.connection.call("GraphService", "SampleFromNodes", request)
     assert f"cannot open the reply segment (pid {no_such_pid}, fd 3)" in reply.reply_segment.refused
     assert "/proc" not in reply.reply_segment.refused
     assert not reply.reply_segment.used and reply.node[0].ids.data

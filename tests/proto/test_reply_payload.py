@@ -1,22 +1,16 @@
-"""A sampling reply's parts: the head parses as the message, the data parts join into its arrays."""
+"""A sampling reply's payload: the wire bytes parse as the message plus its arrays, exactly."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_from_proto, ids_to_proto, tensor_from_proto, tensor_to_proto
-from gnnstore.proto.reply_payload import CHUNK_BYTES, PayloadWriter, ReplyWithPayload, reply_parts
+from gnnstore.proto.reply_payload import PayloadWriter, ReplyWithPayload
 from gnnstore.proto.reply_segment import ALIGNMENT
 
 
-def _parts(reply: object, chunk_bytes: int = CHUNK_BYTES) -> list[graph_pb2.SampleReplyPart]:
-    return [graph_pb2.SampleReplyPart.FromString(part.data) for part in reply_parts(reply, chunk_bytes)]
-
-
-@pytest.mark.parametrize("chunk_bytes", [CHUNK_BYTES, 40, 7])  # whole; arrays and padding cut across parts
-def test_arrays_travel_after_the_head_aligned_in_chunks_and_decode_as_views(chunk_bytes: int) -> None:
+def test_arrays_travel_after_the_message_aligned_and_decode_as_views() -> None:
     writer = PayloadWriter()
     ids = torch.tensor([5, 1, 2**20, 7])
     rows = torch.randn(3, 5)  # 60 bytes: the next array starts after padding
@@ -25,13 +19,11 @@ def test_arrays_travel_after_the_head_aligned_in_chunks_and_decode_as_views(chun
     message.node.add(ids=ids_to_proto(ids, writer))
     message.features.add(rows=[tensor_to_proto(rows, writer), tensor_to_proto(flags, writer)])
 
-    head, *data = _parts(ReplyWithPayload(message, writer), chunk_bytes)
-    assert head.WhichOneof("part") == "head" and all(d.WhichOneof("part") == "data" for d in data)
-    assert [len(d.data) for d in data[:-1]] == [chunk_bytes] * (len(data) - 1)
-    parsed = head.head
+    wire = ReplyWithPayload(message, writer).serialize()
+    parsed = graph_pb2.SampleResponse.FromString(wire)
     assert parsed.hetero and not parsed.node[0].ids.data  # the bytes are not in the message
     assert parsed.node[0].ids.dtype == "int32"  # ids that fit narrow, as on the socket
-    payload = memoryview(bytearray(b"".join(d.data for d in data)))
+    payload = memoryview(bytearray(parsed.payload))
     assert len(payload) == writer.size
     assert torch.equal(ids_from_proto(parsed.node[0].ids, shared=payload), ids)
     assert torch.equal(tensor_from_proto(parsed.features[0].rows[0], shared=payload), rows)
@@ -42,8 +34,7 @@ def test_arrays_travel_after_the_head_aligned_in_chunks_and_decode_as_views(chun
     assert padding.size and not padding.any()  # never stale server memory
 
 
-def test_a_reply_without_a_payload_is_its_head_alone() -> None:
+def test_a_reply_without_arrays_has_an_empty_payload() -> None:
     message = graph_pb2.SampleResponse(hetero=False)
-    message.node.add(ids=ids_to_proto(torch.arange(3)))  # inline bytes: an older client's reply
-    assert [p.head for p in _parts(message)] == [message]
-    assert [p.head for p in _parts(ReplyWithPayload(message, PayloadWriter()))] == [message]
+    wire = ReplyWithPayload(message, PayloadWriter()).serialize()
+    assert graph_pb2.SampleResponse.FromString(wire) == message
