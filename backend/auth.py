@@ -23,7 +23,7 @@ from pathlib import Path
 
 import grpc
 
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from torch import Tensor
 from torch_geometric.typing import NodeType
 
 from gnnstore.backend.topology import TopologySnapshot, edge_ends
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 
 logger = logging.getLogger(__name__)
 

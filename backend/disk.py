@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnstore.proto.errors import ResourceExhaustedError
+from gnnstore.common.errors import ResourceExhaustedError
 
 
 def preallocated_npy(file: str | os.PathLike, dtype: np.dtype, shape: tuple[int, ...]) -> np.memmap:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import grpc
 
-from gnnstore.proto.errors import ERROR_CLASS_KEY, GnnStoreError
+from gnnstore.common.errors import ERROR_CLASS_KEY, GnnStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def translate_errors(context: grpc.ServicerContext, rpc: str) -> Iterator[None]:
     except GnnStoreError as exc:
         logger.info("[%s] %s: %s", rpc, type(exc).__name__, exc)
         context.set_trailing_metadata(((ERROR_CLASS_KEY, type(exc).__name__),))
-        context.abort(exc.status, str(exc))
+        context.abort(grpc.StatusCode[exc.status], str(exc))
     except Exception as exc:
         logger.exception("[%s] unexpected error", rpc)
         context.abort(

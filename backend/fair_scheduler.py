@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
-from gnnstore.proto.errors import ResourceExhaustedError, ServerUnavailableError
+from gnnstore.common.errors import ResourceExhaustedError, ServerUnavailableError
 
 T = TypeVar("T")
 

@@ -12,6 +12,7 @@ from gnnstore.backend.error_translation import translate_errors
 from gnnstore.proto import feature_pb2, feature_pb2_grpc
 from gnnstore.proto.codec import (
     attr_key_from_proto,
+    attr_schema_to_proto,
     describe,
     ids_from_proto,
     node_type_from_proto,
@@ -19,7 +20,7 @@ from gnnstore.proto.codec import (
     tensor_to_proto,
 )
 from gnnstore.proto.common_pb2 import Tensor, TensorSchema
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError, ResourceExhaustedError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, ResourceExhaustedError
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
 
 logger = logging.getLogger(__name__)
@@ -147,4 +148,4 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
 
 def schema_to_proto(store: FeatureStore) -> list[TensorSchema]:
     """The store's ``tensor_schema()`` on the wire."""
-    return [s.to_proto() for s in store.tensor_schema()]
+    return [attr_schema_to_proto(s) for s in store.tensor_schema()]

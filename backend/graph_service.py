@@ -11,7 +11,7 @@ from torch import Tensor
 from gnnstore.backend.error_translation import translate_errors
 from gnnstore.backend.fair_scheduler import FairScheduler
 from gnnstore.backend.metrics import SERVICE_PREFIX, Metrics
-from gnnstore.backend.reply_segments import ReplySegments
+from gnnstore.backend.segment_mappings import ReplySegments
 from gnnstore.backend.sampling_runner import SamplingRunner
 from gnnstore.backend.served_data import UNKNOWN_EDGE_COUNT, GraphSummary
 from gnnstore.proto import graph_pb2, graph_pb2_grpc
@@ -22,7 +22,7 @@ from gnnstore.proto.codec import (
     node_type_from_proto,
     tensor_to_proto,
 )
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
 from gnnstore.proto.reply_payload import PayloadWriter, ReplyWithPayload
 from gnnstore.proto.reply_segment import ArrayWriter, ReplyWriter, SegmentRefused

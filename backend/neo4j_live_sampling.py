@@ -27,7 +27,7 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.topology import edge_ends
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
 

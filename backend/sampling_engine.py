@@ -26,7 +26,7 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend import sampling_kernels as kernels
 from gnnstore.backend.topology import TopologySnapshot, edge_ends, index_dtype
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.proto.reply_segment import Allocate
 
 logger = logging.getLogger(__name__)

@@ -32,9 +32,9 @@ from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import edge_ends
 from gnnstore.backend.work_budget import GraphBounds, sampled_edges_bound
 from gnnstore.proto.codec import describe
-from gnnstore.proto.errors import InvalidRequestError, ResourceExhaustedError
+from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.proto.reply_segment import ALIGNMENT, Allocate, ArrayWriter
-from gnnstore.proto.sample_codec import NodeRows, NumNeighbors, RowRequest, distinct_in_order
+from gnnstore.proto.sample_codec import NodeRows, NeighborCounts, RowRequest, distinct_in_order
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class SamplingRunner:
     def sample_from_nodes(
         self,
         inputs: NodeSamplerInput,
-        num_neighbors: NumNeighbors,
+        num_neighbors: NeighborCounts,
         *,
         replace: bool,
         disjoint: bool,
@@ -123,7 +123,7 @@ class SamplingRunner:
         self,
         inputs: EdgeSamplerInput,
         neg_sampling: NegativeSampling | None,
-        num_neighbors: NumNeighbors,
+        num_neighbors: NeighborCounts,
         *,
         replace: bool,
         disjoint: bool,
@@ -218,7 +218,7 @@ class SamplingRunner:
         return keep
 
     def _check_work(
-        self, seeds: dict[NodeType | None, int], num_neighbors: NumNeighbors, replace: bool, disjoint: bool
+        self, seeds: dict[NodeType | None, int], num_neighbors: NeighborCounts, replace: bool, disjoint: bool
     ) -> None:
         """Refuse a request whose sample could pass ``max_sample_edges``, before sampling."""
         per_type = _per_edge_type(num_neighbors)
@@ -243,7 +243,7 @@ class SamplingRunner:
                 "`gnnstore serve --max-reply-bytes` (GNNSTORE_MAX_REPLY_BYTES)"
             )
 
-    def _check(self, num_seeds: int, what: str, num_neighbors: NumNeighbors) -> None:
+    def _check(self, num_seeds: int, what: str, num_neighbors: NeighborCounts) -> None:
         limits = self._limits
         if num_seeds == 0:
             raise InvalidRequestError(f"no {what} were sent: give at least one")
@@ -280,7 +280,7 @@ def _fits_aligned(
     return need <= segment.free_bytes()
 
 
-def _per_edge_type(num_neighbors: NumNeighbors) -> dict:
+def _per_edge_type(num_neighbors: NeighborCounts) -> dict:
     """Fanouts by edge type; a homogeneous graph's under ``None``."""
     return num_neighbors if isinstance(num_neighbors, dict) else {None: list(num_neighbors)}
 

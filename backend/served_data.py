@@ -26,20 +26,19 @@ from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import edge_ends
 from gnnstore.backend.work_budget import GraphBounds
 from gnnstore.config import ServerConfig
-from gnnstore.proto.errors import GnnStoreError, InvalidRequestError, PreconditionError
+from gnnstore.common.errors import GnnStoreError, InvalidRequestError, PreconditionError
 from gnnstore.proto.reply_segment import Allocate
-from gnnstore.proto.sample_codec import NumNeighbors
-from gnnstore.stores.data_dir import FEATURES, GRAPH, IDMAP, SNAPSHOTS, Stores, open_stores
+from gnnstore.proto.sample_codec import NeighborCounts
+from gnnstore.stores.data_dir import FEATURE_TIER, FEATURES, GRAPH, IDMAP, SNAPSHOTS, Stores, open_stores
 from gnnstore.stores.id_map import IdMap
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
 logger = logging.getLogger(__name__)
 
-FEATURE_TIER_DIR = "feature_tier"
 UNKNOWN_EDGE_COUNT = -1
 """Edge count reported when live sampling has no snapshot to count from."""
 
-SamplerFactory = Callable[[NumNeighbors, bool, bool, "int | None", "Allocate | None"], BaseSampler]
+SamplerFactory = Callable[[NeighborCounts, bool, bool, "int | None", "Allocate | None"], BaseSampler]
 """``(num_neighbors, replace, disjoint, seed, allocate)`` → a PyG sampler for one request;
 ``allocate`` makes its output id tensors where the sampler can (``None``: ``torch.empty``)."""
 
@@ -112,7 +111,7 @@ def open_served_data(config: ServerConfig) -> ServedData:
             bounds = GraphBounds(summary.num_nodes, summary.num_edges, unknown_degree=config.max_fanout)
         else:
             summary, make_sampler, ranking, bounds = _snapshot(stores.graph_store, config, counts)
-        tier = FeatureTier(config.data_dir / FEATURE_TIER_DIR)
+        tier = FeatureTier(config.data_dir / FEATURE_TIER)
         tier.refresh(stores.feature_store)
     except BaseException:
         stores.close()
@@ -168,7 +167,7 @@ def _snapshot(
     engine = SamplingEngine(snapshot)
 
     def make_sampler(
-        num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None, allocate: Allocate | None
+        num_neighbors: NeighborCounts, replace: bool, disjoint: bool, seed: int | None, allocate: Allocate | None
     ) -> BaseSampler:
         return SnapshotNeighborSampler(
             engine, num_neighbors, replace=replace, disjoint=disjoint, seed=seed, allocate=allocate
@@ -198,7 +197,7 @@ def _live(
         raise PreconditionError("Neo4j holds no edges to sample; run `gnnstore ingest` first")
 
     def make_sampler(
-        num_neighbors: NumNeighbors, replace: bool, disjoint: bool, seed: int | None, allocate: Allocate | None
+        num_neighbors: NeighborCounts, replace: bool, disjoint: bool, seed: int | None, allocate: Allocate | None
     ) -> BaseSampler:
         # ``allocate`` goes unused: the live sampler's tensors come out of Cypher replies and
         # are copied into a reply segment like any other.

@@ -29,12 +29,12 @@ from gnnstore.backend.graph_service import GraphServicer
 from gnnstore.backend.idmap_service import IdMapServicer
 from gnnstore.backend.metrics import Metrics, MetricsInterceptor
 from gnnstore.backend.prometheus_endpoint import ServerGauges, start_metrics_endpoint
-from gnnstore.backend.reply_segments import ReplySegments
+from gnnstore.backend.segment_mappings import ReplySegments
 from gnnstore.backend.sampling_runner import SamplingLimits, SamplingRunner
 from gnnstore.backend.served_data import ServedData, open_served_data
 from gnnstore.config import ServerConfig
 from gnnstore.proto import admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
-from gnnstore.proto.errors import InvalidRequestError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.proto.network import is_loopback, read_pem
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from gnnstore.proto.errors import PreconditionError
+from gnnstore.common.errors import PreconditionError
 
 logger = logging.getLogger(__name__)
 

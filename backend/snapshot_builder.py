@@ -33,7 +33,7 @@ from gnnstore.backend.topology_kernels import (
     pointer_from_counts,
     scatter_into,
 )
-from gnnstore.proto.errors import PreconditionError
+from gnnstore.common.errors import PreconditionError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 
 logger = logging.getLogger(__name__)

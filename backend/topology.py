@@ -38,7 +38,7 @@ from gnnstore.backend.topology_kernels import (
     pointer_from_counts,
     scatter_into,
 )
-from gnnstore.proto.errors import (
+from gnnstore.common.errors import (
     InvalidRequestError,
     MalformedFileError,
     NotFoundError,

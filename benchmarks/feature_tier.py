@@ -27,7 +27,7 @@ from gnnstore.backend.feature_tier import FeatureTier
 from gnnstore.backend.sampling_engine import SamplingEngine
 from gnnstore.backend.topology import TopologySnapshot
 from gnnstore.client.feature_cache import FeatureCache
-from gnnstore.proto.attr_schema import AttrSchema
+from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 

@@ -10,8 +10,8 @@ from torch_geometric.typing import EdgeType, NodeType
 from gnnstore.client.channel import Connection, as_connection
 from gnnstore.client.remote_feature_store import AttrSchema
 from gnnstore.proto import admin_pb2
-from gnnstore.proto.codec import edge_type_from_proto, node_type_from_proto
-from gnnstore.proto.errors import ServerUnavailableError
+from gnnstore.proto.codec import attr_schema_from_proto, edge_type_from_proto, node_type_from_proto
+from gnnstore.common.errors import ServerUnavailableError
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def server_info(connection: Connection | str) -> ServerInfo:
         graph_backend=reply.graph_backend,
         num_nodes={node_type_from_proto(n.node_type): n.num_nodes for n in reply.node_types},
         num_edges={edge_type_from_proto(e.edge_type): e.num_edges for e in reply.edge_types},
-        features=[AttrSchema.from_proto(f) for f in reply.features],
+        features=[attr_schema_from_proto(f) for f in reply.features],
         snapshot_version=reply.snapshot_version,
         max_message_bytes=reply.max_message_bytes,
     )

@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 
 from gnnstore.client.cache_policy import EvictionPolicy
-from gnnstore.proto.attr_schema import AttrSchema
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 
 
 class CacheSlot:

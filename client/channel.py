@@ -4,7 +4,7 @@ A ``Connection`` is what remote stores and samplers hold instead of a channel: i
 channel on first use in each process (a channel made before ``fork()`` must not be used in the
 child) and drops it when pickled, so PyG's loaders can copy it into workers under fork and
 spawn. Its per-process ``reply_segments()`` pool lets a trainer on the server's host receive
-sampling replies through shared memory (see ``reply_segments.py``). Every call carries the
+sampling replies through shared memory (see ``segment_pool.py``). Every call carries the
 bearer token (``token=`` or ``$GNNSTORE_TOKEN``), over TLS when asked (``tls=True`` trusts the
 system's CAs, a path names the CA that signed the server's certificate; ``client_cert`` and
 ``client_key`` answer a server that wants mutual TLS). The certificates are read once, so a
@@ -32,10 +32,10 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gnnstore.client.reply_segments import ReplySegmentPool
+from gnnstore.client.segment_pool import ReplySegmentPool
 from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S, IDEMPOTENT_CALLS, Backoff
 from gnnstore.proto import admin_pb2, admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
-from gnnstore.proto.errors import (
+from gnnstore.common.errors import (
     ERROR_CLASS_KEY,
     ERRORS_BY_NAME,
     ERRORS_BY_STATUS,
@@ -333,7 +333,7 @@ class Connection:
                 f"is `gnnstore serve` running there?{hint}"
             )
         name = dict(exc.trailing_metadata() or ()).get(ERROR_CLASS_KEY)
-        cls = ERRORS_BY_NAME.get(name) or ERRORS_BY_STATUS.get(code, GnnStoreError)
+        cls = ERRORS_BY_NAME.get(name) or ERRORS_BY_STATUS.get(code.name, GnnStoreError)
         return cls(details or f"{rpc} failed with {code.name}")
 
 

@@ -33,9 +33,9 @@ from torch import Tensor
 from gnnstore.client.batch_buffers import BATCH_BUFFERS
 from gnnstore.client.cache_policy import EVICTION_POLICIES
 from gnnstore.client.cache_slot import CacheSlot
-from gnnstore.proto.attr_schema import AttrSchema
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
-from gnnstore.proto.row_copy import copy_rows, row_words
+from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.row_copy import copy_rows, row_words
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from gnnstore.client.feature_cache import FeatureCache
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_from_proto, node_type_to_proto
-from gnnstore.proto.errors import InvalidRequestError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.proto.sample_codec import HotPrefix
 
 logger = logging.getLogger(__name__)

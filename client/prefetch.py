@@ -44,7 +44,7 @@ import torch
 from torch.utils.data import DataLoader
 from torch_geometric.loader import LinkLoader, NodeLoader
 
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 
 def split_for_rank(seeds: Tensor, rank: int, world_size: int, *, dim: int = -1) -> Tensor:

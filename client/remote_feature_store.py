@@ -20,13 +20,14 @@ from gnnstore.client.feature_exchange import FeatureExchange
 from gnnstore.proto import feature_pb2
 from gnnstore.proto.codec import (
     attr_key_to_proto,
+    attr_schema_from_proto,
     ids_to_proto,
     node_type_to_proto,
     tensor_from_proto,
     tensor_to_proto,
 )
-from gnnstore.proto.attr_schema import AttrSchema
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class RemoteFeatureStore(FeatureStore):
         """Every stored attribute with dtype and shape (one RPC, then cached in this object)."""
         if self._schema is None or refresh:
             reply = self.connection.call(SERVICE, "ListTensorAttrs", feature_pb2.ListTensorAttrsRequest())
-            self._schema = [AttrSchema.from_proto(s) for s in reply.attrs]
+            self._schema = [attr_schema_from_proto(s) for s in reply.attrs]
         return self._schema
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:

@@ -40,7 +40,7 @@ from gnnstore.client.channel import Connection
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.proto.sample_codec import (
     edge_input_to_proto,
     node_input_to_proto,

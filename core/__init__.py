@@ -3,7 +3,7 @@
 Import the room you need: ``gnnstore.stores`` (PyG stores over Kùzu, Neo4j and RocksDB),
 ``gnnstore.ingest``, ``gnnstore.backend`` (the gRPC service) and ``gnnstore.client``.
 """
-from gnnstore.proto.errors import (
+from gnnstore.common.errors import (
     AuthenticationError,
     GnnStoreError,
     InvalidRequestError,

@@ -10,7 +10,7 @@ from gnnstore import __version__
 from gnnstore.backend.serve_cli import serve_command
 from gnnstore.demo import demo_command
 from gnnstore.ingest.cli import ingest_command
-from gnnstore.proto.errors import GnnStoreError
+from gnnstore.common.errors import GnnStoreError
 
 
 @click.group()

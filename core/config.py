@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from gnnstore.proto.errors import InvalidRequestError, MalformedFileError
+from gnnstore.common.errors import InvalidRequestError, MalformedFileError
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES, MIN_MAX_MESSAGE_BYTES
 
 ENV_PREFIX = "GNNSTORE_"

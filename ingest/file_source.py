@@ -35,7 +35,7 @@ from torch_geometric.typing import EdgeType, NodeType
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.ingest.report import IngestReport
 from gnnstore.ingest.table_reader import is_csv, position, read_header, read_table
-from gnnstore.proto.errors import InvalidRequestError, MalformedFileError
+from gnnstore.common.errors import InvalidRequestError, MalformedFileError
 
 if TYPE_CHECKING:
     from gnnstore.stores.data_dir import Stores

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data, HeteroData
 
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 IN_DEGREE_EXPONENT = 2.5  # power-law exponent of in-degrees (citation graphs: ~2-3)
 OUT_DEGREE_EXPONENT = 3.0  # out-degrees are less skewed than in-degrees in most real graphs

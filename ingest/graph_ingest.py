@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from gnnstore.ingest.plan import EdgePlan, NodePlan, plan_ingest
 from gnnstore.ingest.report import IngestReport, IngestStep
-from gnnstore.proto.errors import InvalidRequestError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, PreconditionError
 
 if TYPE_CHECKING:
     from gnnstore.stores.data_dir import Stores

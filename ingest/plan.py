@@ -12,7 +12,7 @@ from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.typing import EdgeType, NodeType
 
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.stores.rocksdb_feature_store import STORABLE_DTYPES
 
 logger = logging.getLogger(__name__)

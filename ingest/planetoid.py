@@ -9,7 +9,7 @@ from pathlib import Path
 from torch_geometric.data import Data
 from torch_geometric.datasets import Planetoid
 
-from gnnstore.proto.errors import MalformedFileError
+from gnnstore.common.errors import MalformedFileError
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from gnnstore.proto.errors import MalformedFileError
+from gnnstore.common.errors import MalformedFileError
 
 logger = logging.getLogger(__name__)
 

@@ -21,20 +21,15 @@ import torch
 from torch import Tensor
 from torch_geometric.typing import EdgeType, NodeType
 
+from gnnstore.common.attr_schema import DTYPES, AttrSchema, dtype_from_name
+
 from . import common_pb2 as pb
-from .errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 from .reply_segment import ArrayWriter
 
 if sys.byteorder != "little":  # the wire is little-endian and torch.frombuffer uses host order
     raise ImportError("gnnstore's tensor codec needs a little-endian host")
 
-DTYPES: dict[str, torch.dtype] = {
-    name: getattr(torch, name)
-    for name in (
-        "bool", "uint8", "int8", "int16", "int32", "int64",
-        "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
-    )
-}
 ID_DTYPES = (torch.int32, torch.int64)
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -49,20 +44,6 @@ def dtype_name(dtype: torch.dtype) -> str:
     if DTYPES.get(name) != dtype:
         raise InvalidRequestError(f"dtype {dtype} cannot be sent (supported: {sorted(DTYPES)})")
     return name
-
-
-def dtype_from_name(name: str) -> torch.dtype:
-    """The torch dtype of a wire name.
-
-    Raises:
-        InvalidRequestError: unknown name.
-    """
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise InvalidRequestError(
-            f"unknown tensor dtype {name!r} (supported: {sorted(DTYPES)})"
-        ) from None
 
 
 def tensor_to_proto(tensor: Tensor, segment: ArrayWriter | None = None) -> pb.Tensor:
@@ -253,6 +234,21 @@ def attr_key_to_proto(group_name: NodeType | None, attr_name: str) -> pb.TensorA
     if not isinstance(attr_name, str) or not attr_name:
         raise InvalidRequestError(f"attr_name must be a non-empty str, got {attr_name!r}")
     return pb.TensorAttrKey(group=node_type_to_proto(group_name), attr_name=attr_name)
+
+
+def attr_schema_to_proto(schema: AttrSchema) -> pb.TensorSchema:
+    """The wire ``TensorSchema`` (key, dtype name, shape)."""
+    return pb.TensorSchema(key=attr_key_to_proto(schema.group_name, schema.attr_name),
+                           dtype=dtype_name(schema.dtype), shape=list(schema.shape))
+
+
+def attr_schema_from_proto(message: pb.TensorSchema) -> AttrSchema:
+    """Decode a wire ``TensorSchema``.
+
+    Raises:
+        InvalidRequestError: an unknown dtype, an empty attr name or a shape without a node dimension.
+    """
+    return AttrSchema(*attr_key_from_proto(message.key), dtype_from_name(message.dtype), tuple(message.shape))
 
 
 def attr_key_from_proto(message: pb.TensorAttrKey) -> tuple[NodeType | None, str]:

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from . import idmap_pb2
 from .codec import tensor_from_proto, tensor_to_proto
-from .errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 NodeKey = int | str
 

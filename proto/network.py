@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 RETRY_KEY = "gnnstore-retry"
 """Request-metadata key whose value is the try's number (1, 2, …) when a call is a retry."""

@@ -36,14 +36,14 @@ from .codec import (
     tensor_from_proto,
     tensor_to_proto,
 )
-from .errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 from .reply_segment import ArrayWriter
 
-NumNeighbors = list[int] | dict[EdgeType, list[int]]
+NeighborCounts = list[int] | dict[EdgeType, list[int]]
 
 
 def options_to_proto(
-    num_neighbors: NumNeighbors, *, replace: bool, disjoint: bool, seed: int | None
+    num_neighbors: NeighborCounts, *, replace: bool, disjoint: bool, seed: int | None
 ) -> graph_pb2.SamplingOptions:
     """Encode PyG's ``num_neighbors`` (list or per-edge-type dict) and the sampler options."""
     options = graph_pb2.SamplingOptions(replace=replace, disjoint=disjoint, seed=seed)
@@ -57,7 +57,7 @@ def options_to_proto(
     return options
 
 
-def num_neighbors_from_proto(options: graph_pb2.SamplingOptions) -> NumNeighbors:
+def num_neighbors_from_proto(options: graph_pb2.SamplingOptions) -> NeighborCounts:
     """Decode ``num_neighbors`` as PyG takes it: a list, or a dict keyed by edge-type tuples.
 
     Raises:

@@ -1,5 +1,5 @@
 """PyG stores over RocksDB, Kùzu and the id map; Neo4jGraphStore lives in ``gnnstore.stores.neo4j_graph_store`` ([neo4j] extra)."""
-from gnnstore.proto.attr_schema import AttrSchema
+from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.data_dir import Stores, open_stores
 from gnnstore.stores.id_map import IdMap

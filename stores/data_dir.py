@@ -1,4 +1,4 @@
-"""Opens the stores of a data directory: graph.kuzu, features/ and idmap/.
+"""Opens the stores of a data directory (graph.kuzu, features/, idmap/) and names its other entries.
 
 With the graph kept elsewhere (Neo4j), the directory holds only features/ and idmap/ and the
 caller hands in the graph store; this module stays the one place that knows the layout.
@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from gnnstore.proto.errors import PreconditionError
+from gnnstore.common.errors import PreconditionError
 from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.id_map import IdMap
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
@@ -24,6 +24,7 @@ GRAPH = "graph.kuzu"
 FEATURES = "features"
 IDMAP = "idmap"
 SNAPSHOTS = "snapshots"  # owned by the backend's topology snapshots; never opened here
+FEATURE_TIER = "feature_tier"  # owned by the backend's read tier; never opened here
 INGEST_RECORD = "ingest-record.json"  # what the last finished ingest read; absent mid-ingest
 _INGEST_HINT = "run `gnnstore ingest SOURCE --data-dir DIR` to (re)build it"
 
@@ -129,7 +130,7 @@ def _present_parts(root: Path) -> list[str]:
 
 def _is_empty(root: Path, parts: tuple[str, ...]) -> bool:
     """No entry but snapshots and, with the graph elsewhere, a left-over ``graph.kuzu``."""
-    ignored = {SNAPSHOTS, INGEST_RECORD, *({GRAPH} - set(parts))}
+    ignored = {SNAPSHOTS, FEATURE_TIER, INGEST_RECORD, *({GRAPH} - set(parts))}
     return all(entry.name in ignored for entry in root.iterdir())
 
 

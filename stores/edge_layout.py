@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data.graph_store import EdgeLayout
 
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 EdgeTypeKey = tuple[str, str, str] | str | None
 

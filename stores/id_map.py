@@ -23,7 +23,7 @@ import torch
 from rocksdict import WriteBatch
 from torch import Tensor
 
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.stores.rocks_db import RocksDBHandle, open_rdict, scan_prefix
 
 logger = logging.getLogger(__name__)

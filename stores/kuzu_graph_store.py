@@ -42,7 +42,7 @@ from torch import Tensor
 from torch_geometric.data import EdgeAttr
 from torch_geometric.data.graph_store import EdgeLayout
 
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 from gnnstore.stores.edge_layout import (
     EdgeTypeKey,

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from torch_geometric.data import EdgeAttr, EdgeLayout
 from torch_geometric.typing import EdgeTensorType, EdgeType
 
-from gnnstore.proto.errors import NotFoundError, PreconditionError, ServerUnavailableError
+from gnnstore.common.errors import NotFoundError, PreconditionError, ServerUnavailableError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 from gnnstore.stores.edge_layout import from_coo, to_coo
 from gnnstore.stores.neo4j_schema import (

@@ -13,7 +13,7 @@ from typing import Self
 
 from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict
 
-from gnnstore.proto.errors import PreconditionError, ResourceExhaustedError
+from gnnstore.common.errors import PreconditionError, ResourceExhaustedError
 
 
 def rocksdb_options() -> Options:

@@ -32,8 +32,8 @@ from rocksdict import SstFileWriter, WriteBatch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
-from gnnstore.proto.attr_schema import AttrSchema
-from gnnstore.proto.errors import (
+from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.common.errors import (
     InvalidRequestError,
     NotFoundError,
     PreconditionError,

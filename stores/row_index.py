@@ -5,7 +5,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 GroupName = str | tuple[str, str, str] | None
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from gnnstore.config import ServerConfig, load_config
-from gnnstore.proto.errors import InvalidRequestError, MalformedFileError
+from gnnstore.common.errors import InvalidRequestError, MalformedFileError
 
 
 def test_defaults_bind_locally_with_a_large_message_limit() -> None:

@@ -6,7 +6,7 @@ import torch
 
 from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.topology import TopologySnapshot
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 
 
 def test_homogeneous_ranking_by_out_degree_ties_by_id() -> None:

@@ -16,7 +16,7 @@ import torch
 from gnnstore.backend.disk import preallocated_npy
 from gnnstore.client import connect
 from gnnstore.ingest.generator import generate_graph
-from gnnstore.proto.errors import ResourceExhaustedError
+from gnnstore.common.errors import ResourceExhaustedError
 from served import ServerProcess, ingest
 
 

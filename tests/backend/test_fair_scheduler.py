@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from gnnstore.backend.fair_scheduler import FairScheduler
-from gnnstore.proto.errors import ResourceExhaustedError, ServerUnavailableError
+from gnnstore.common.errors import ResourceExhaustedError, ServerUnavailableError
 
 
 def _blocked(release: threading.Event, started: list[str], name: str):

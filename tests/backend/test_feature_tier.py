@@ -9,7 +9,7 @@ import torch
 
 from gnnstore.backend import feature_tier
 from gnnstore.backend.feature_tier import FeatureTier
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 FEATURES = {

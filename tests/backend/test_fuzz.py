@@ -15,7 +15,7 @@ from torch_geometric.sampler import NodeSamplerInput
 from fuzzing import PROTECTED, run
 from gnnstore.client import RemoteNeighborSampler, connect
 from gnnstore.ingest.generator import generate_graph
-from gnnstore.proto.errors import GnnStoreError
+from gnnstore.common.errors import GnnStoreError
 from served import ServerProcess, ingest
 
 REQUESTS = int(os.environ.get("GNNSTORE_FUZZ_REQUESTS", "400"))

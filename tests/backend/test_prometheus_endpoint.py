@@ -13,7 +13,7 @@ from torch_geometric.sampler import NodeSamplerInput
 from gnnstore.backend.server_process import free_port
 from gnnstore.client import RemoteNeighborSampler, connect, server_info
 from gnnstore.ingest.generator import generate_graph
-from gnnstore.proto.errors import PreconditionError
+from gnnstore.common.errors import PreconditionError
 from served import ServerProcess, ingest
 
 

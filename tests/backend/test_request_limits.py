@@ -15,7 +15,7 @@ from gnnstore.client import Connection, RemoteNeighborSampler
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.proto import feature_pb2, graph_pb2, idmap_pb2
 from gnnstore.proto.codec import attr_key_to_proto, ids_to_proto, node_type_to_proto, tensor_to_proto
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError, ResourceExhaustedError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, ResourceExhaustedError
 from gnnstore.proto.codec import optional_tensor_to_proto
 from gnnstore.proto.sample_codec import edge_input_to_proto, node_input_to_proto, options_to_proto
 from served import ServerProcess, ingest

@@ -14,7 +14,7 @@ from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamp
 from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.topology import TopologySnapshot
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 

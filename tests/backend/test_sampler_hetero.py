@@ -10,7 +10,7 @@ from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NumNeigh
 
 from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.topology import TopologySnapshot
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 
 
 @pytest.fixture(scope="module")

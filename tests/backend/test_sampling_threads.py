@@ -58,7 +58,7 @@ def test_negative_sampling_threads_are_refused() -> None:
 
 
 def test_a_server_that_cannot_listen_leaves_no_threads_behind(tmp_path: Path) -> None:
-    from gnnstore.proto.errors import PreconditionError
+    from gnnstore.common.errors import PreconditionError
 
     data_dir = ingest(generate_graph(100, 4.0, 4, 2, seed=1), tmp_path / "data")
     first = GnnStoreServer(ServerConfig(data_dir=data_dir, port=0, read_only=True))

@@ -19,7 +19,7 @@ from gnnstore.client import Connection, RemoteNeighborSampler, connect, server_i
 from gnnstore.ingest.generator import generate_hetero_graph
 from gnnstore.proto import feature_pb2, graph_pb2
 from gnnstore.proto.codec import ids_to_proto, node_type_to_proto, tensor_to_proto
-from gnnstore.proto.errors import (
+from gnnstore.common.errors import (
     InvalidRequestError,
     NotFoundError,
     ServerUnavailableError,

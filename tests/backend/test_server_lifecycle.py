@@ -13,7 +13,7 @@ from torch_geometric.sampler import NodeSamplerInput
 from gnnstore.client import Connection, RemoteNeighborSampler, connect
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.proto import admin_pb2
-from gnnstore.proto.errors import ServerUnavailableError
+from gnnstore.common.errors import ServerUnavailableError
 from gnnstore.stores.data_dir import open_stores
 from served import ServerProcess, ingest
 

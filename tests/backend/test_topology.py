@@ -16,7 +16,7 @@ from torch_geometric.data import EdgeAttr
 from gnnstore.backend.sampler import SamplingEngine
 from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.topology import TopologySnapshot
-from gnnstore.proto.errors import InvalidRequestError, MalformedFileError, NotFoundError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, MalformedFileError, NotFoundError, PreconditionError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
 

@@ -22,7 +22,7 @@ from gnnstore.client import (
 from gnnstore.client.prefetch import THREAD_NAME
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_from_proto, node_type_to_proto
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 from served import ServerProcess
 
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"

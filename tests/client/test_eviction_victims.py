@@ -7,7 +7,7 @@ import torch
 
 from gnnstore.client.cache_policy import EVICTION_POLICIES
 from gnnstore.client.feature_cache import FeatureCache
-from gnnstore.proto.attr_schema import AttrSchema
+from gnnstore.common.attr_schema import AttrSchema
 
 CAPACITY, BASE = 64, 10
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from gnnstore.client.feature_cache import POLICY_NAMES, FeatureCache
-from gnnstore.proto.attr_schema import AttrSchema
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 
 
 class Source:
@@ -283,7 +283,7 @@ def test_a_pickled_cache_owns_its_rows_even_through_torch_shared_memory() -> Non
     import torch.multiprocessing  # noqa: F401 - registers torch's shared-memory reductions
 
     from gnnstore.client.feature_cache import FeatureCache
-    from gnnstore.proto.attr_schema import AttrSchema
+    from gnnstore.common.attr_schema import AttrSchema
 
     cache = FeatureCache(1 << 12, [AttrSchema(None, "x", torch.float32, (100, 4))], policy="sieve")
     first, second = (pickle.loads(ForkingPickler.dumps(cache)) for _ in range(2))

@@ -15,7 +15,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader as PyGDataLoader
 
 from gnnstore.client.prefetch import THREAD_NAME, EpochState, Prefetcher, move_to
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 
 def prefetch_threads() -> list[threading.Thread]:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from gnnstore.client import split_for_rank
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 
 @pytest.mark.parametrize("n, world_size", [(10, 4), (10, 3), (1001, 8), (3, 5), (0, 2), (8, 8)])

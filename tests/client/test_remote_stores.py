@@ -11,7 +11,7 @@ from torch_geometric.data import Data, HeteroData
 
 from gnnstore.client import RemoteIdMap, connect, server_info
 from gnnstore.ingest.generator import generate_graph
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from served import ServerProcess, serve_graph
 
 INDEX_FORMS = {

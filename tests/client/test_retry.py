@@ -10,7 +10,7 @@ from grpc_health.v1 import health_pb2
 from gnnstore.client import Connection, connect
 from gnnstore.client.retry import IDEMPOTENT_CALLS, NEVER_RETRIED, Backoff
 from gnnstore.proto import admin_pb2, feature_pb2, graph_pb2, idmap_pb2
-from gnnstore.proto.errors import InvalidRequestError, ServerUnavailableError
+from gnnstore.common.errors import InvalidRequestError, ServerUnavailableError
 
 
 def test_every_rpc_is_either_retried_or_named_as_never_retried() -> None:

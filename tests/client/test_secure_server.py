@@ -29,7 +29,7 @@ from certificates import Pki, make_pki
 from gnnstore.client import Connection, RemoteNeighborSampler, client_stats, connect, server_stats
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.errors import AuthenticationError, PermissionDeniedError, ServerUnavailableError
+from gnnstore.common.errors import AuthenticationError, PermissionDeniedError, ServerUnavailableError
 from gnnstore.proto.reply_segment import ReplySegment
 from gnnstore.proto.sample_codec import node_input_to_proto, options_to_proto
 from served import ServerProcess, ingest, start_server
@@ -328,7 +328,7 @@ def test_sighup_reloads_the_auth_file(data_dir: Path, tmp_path: Path) -> None:
 
 
 def test_tls_files_that_do_not_fit_are_named_by_their_setting(pki: Pki, tmp_path: Path) -> None:
-    from gnnstore.proto.errors import InvalidRequestError
+    from gnnstore.common.errors import InvalidRequestError
 
     not_pem = tmp_path / "not.pem"
     not_pem.write_text("hello")

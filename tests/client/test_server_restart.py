@@ -26,7 +26,7 @@ from torch_geometric.sampler import NegativeSampling
 from gnnstore.backend.server_process import free_port
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, client_stats, connect, server_info
 from gnnstore.ingest.generator import generate_graph
-from gnnstore.proto.errors import PreconditionError, ServerUnavailableError
+from gnnstore.common.errors import PreconditionError, ServerUnavailableError
 from served import ServerProcess, ingest
 
 NUM_SEEDS = 600

@@ -11,7 +11,7 @@ import torch
 from click.testing import CliRunner
 
 from gnnstore.ingest.cli import Target, ingest_command, resolve_target
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.stores.data_dir import open_stores
 
 

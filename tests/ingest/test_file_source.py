@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gnnstore.ingest.file_source import read_graph_files
-from gnnstore.proto.errors import InvalidRequestError, MalformedFileError
+from gnnstore.common.errors import InvalidRequestError, MalformedFileError
 
 
 def write(path: Path, frame: pd.DataFrame) -> Path:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from gnnstore.ingest.generator import generate_graph, generate_hetero_graph
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 
 @pytest.fixture(scope="module")

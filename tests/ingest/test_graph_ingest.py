@@ -8,7 +8,7 @@ from torch_geometric.data import Data
 from gnnstore.ingest.generator import generate_hetero_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.ingest.planetoid import load_planetoid
-from gnnstore.proto.errors import InvalidRequestError, MalformedFileError
+from gnnstore.common.errors import InvalidRequestError, MalformedFileError
 from gnnstore.stores.data_dir import open_stores
 
 from ingest_state import assert_same_state, store_state, stored_edges

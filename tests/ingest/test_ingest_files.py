@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gnnstore.ingest.file_source import ingest_files
-from gnnstore.proto.errors import MalformedFileError
+from gnnstore.common.errors import MalformedFileError
 from gnnstore.stores.data_dir import open_stores
 
 from ingest_state import assert_same_state, store_state, stored_edges

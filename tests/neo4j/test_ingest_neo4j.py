@@ -45,13 +45,17 @@ def test_generate_into_neo4j_then_rerun_changes_nothing(neo4j_clean: tuple, tmp_
         result = runner.invoke(ingest_command, args)
         assert result.exit_code == 0, result.output
         assert any(line.split()[:3] == ["edges", "None", "1,200"] for line in result.stdout.splitlines())
-        assert sorted(p.name for p in data_dir.iterdir()) == ["features", "idmap"]  # no graph.kuzu
+        assert sorted(p.name for p in data_dir.iterdir()) == ["features", "idmap", "ingest-record.json"]  # no graph.kuzu
         with Neo4jGraphStore(uri, auth) as graph_store:
             assert torch.equal(torch.stack(graph_store.get_edge_index(None, "coo")), graph.edge_index)
             (attr,) = graph_store.get_all_edge_attrs()
             assert tuple(attr.size) == (300, 300)
         results.append(counts(uri, auth))
     assert results[0] == results[1] and results[0][0] == 1200  # the re-run added nothing
+    skipped = runner.invoke(ingest_command, [*args, "--skip-if-done"])  # as compose re-runs it
+    assert skipped.exit_code == 0 and skipped.stdout.startswith("nothing to do:"), skipped.output
+    other_uri = runner.invoke(ingest_command, [*args, "--skip-if-done", "--neo4j-uri", "bolt://127.0.0.1:1"])
+    assert other_uri.exit_code != 0  # another graph target is not "done": it is tried (and fails here)
     with open_stores(data_dir, read_only=True, graph_store=Neo4jGraphStore(uri, auth)) as stores:
         assert stores.id_map.num_nodes(None) == 300
         assert torch.equal(stores.feature_store.get_tensor(None, "x", None), graph.x)

@@ -9,7 +9,7 @@ import torch
 from graph_store_contract import GraphStoreContract, random_coo
 from neo4j import GraphDatabase
 
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
 pytestmark = pytest.mark.neo4j

@@ -10,7 +10,7 @@ from torch_geometric.sampler import HeteroSamplerOutput, NodeSamplerInput, Sampl
 from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler
 from gnnstore.backend.sampler import SnapshotNeighborSampler
 from gnnstore.backend.snapshot_builder import build_snapshot
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
 pytestmark = pytest.mark.neo4j

@@ -12,7 +12,7 @@ from torch_geometric.loader import LinkNeighborLoader, NodeLoader
 
 from gnnstore.client import RemoteNeighborSampler, connect, server_info
 from gnnstore.ingest.generator import generate_graph
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 from served import ingest, ingest_into_neo4j, start_neo4j_server
 
 pytestmark = pytest.mark.neo4j

@@ -6,7 +6,7 @@ import torch
 
 from gnnstore.proto import codec
 from gnnstore.proto.common_pb2 import EdgeType, NodeType, Tensor
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 
 @pytest.mark.parametrize("dtype", sorted(codec.DTYPES.values(), key=str))

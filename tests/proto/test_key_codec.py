@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.proto.key_codec import keys_from_proto, keys_to_proto
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gnnstore.proto import codec, graph_pb2
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.proto.reply_segment import (
     ALIGNMENT,
     HEADER_BYTES,

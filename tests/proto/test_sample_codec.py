@@ -13,7 +13,7 @@ from torch_geometric.sampler import (
 )
 
 from gnnstore.proto import sample_codec
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 
 
 def test_homogeneous_output_round_trip() -> None:

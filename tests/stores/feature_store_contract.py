@@ -14,7 +14,7 @@ import torch
 from torch_geometric.data import FeatureStore, TensorAttr
 from torch_geometric.data.feature_store import AttrView, _FieldStatus
 
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 
 DTYPES = [
     torch.float32, torch.float64, torch.float16, torch.bfloat16,

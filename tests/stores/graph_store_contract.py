@@ -21,7 +21,7 @@ from torch import Tensor
 from torch_geometric.data import EdgeAttr
 from torch_geometric.data.graph_store import EdgeLayout
 
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.stores.base import BaseGraphStore
 
 HETERO = {  # 3 node types, 5 edge types: two relations paper->paper, 'writes' twice

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnnstore.proto.errors import PreconditionError
+from gnnstore.common.errors import PreconditionError
 from gnnstore.stores import KuzuGraphStore, open_stores
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnstore.proto.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.stores.id_map import IdMap
 
 

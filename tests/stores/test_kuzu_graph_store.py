@@ -13,7 +13,7 @@ import pytest
 import torch
 from graph_store_contract import HETERO, GraphStoreContract, random_coo, stored_edges
 
-from gnnstore.proto.errors import PreconditionError
+from gnnstore.common.errors import PreconditionError
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
 
 

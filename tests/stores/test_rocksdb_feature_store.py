@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnnstore.proto.errors import PreconditionError
-from gnnstore.proto.attr_schema import AttrSchema
+from gnnstore.common.errors import PreconditionError
+from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 from feature_store_contract import FeatureStoreContract, sample_tensor

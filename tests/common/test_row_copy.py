@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnstore.proto.row_copy import PREFETCH_AHEAD, copy_rows, row_words
+from gnnstore.common.row_copy import PREFETCH_AHEAD, copy_rows, row_words
 
 
 @pytest.mark.parametrize(

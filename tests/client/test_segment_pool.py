@@ -10,10 +10,10 @@ from torch_geometric.loader import NodeLoader
 
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.client import RemoteNeighborSampler, connect, reply_segments, server_stats
-from gnnstore.client.reply_segments import ReplySegmentPool
+from gnnstore.client import RemoteNeighborSampler, connect, segment_pool, server_stats
+from gnnstore.client.segment_pool import ReplySegmentPool
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.proto.sample_codec import node_input_to_proto, options_to_proto
 from served import ServerProcess
 
@@ -59,7 +59,7 @@ def test_replies_come_through_shared_memory_and_equal_the_socket_ones(
 def test_past_the_lending_limit_replies_are_copied_out_and_segments_come_back_at_once(
     homo_server: ServerProcess, homo_graph: Data, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reply_segments, "MAX_LENT", 2)
+    monkeypatch.setattr(segment_pool, "MAX_LENT", 2)
     kept, pool = batches(homo_server.address, shared_memory=True)
     assert pool.lent == 2 and pool.idle == 1  # two held by batches, one used over and over
     for batch in kept:
@@ -70,7 +70,7 @@ def test_past_the_lending_limit_replies_are_copied_out_and_segments_come_back_at
 def test_a_segment_too_small_grows_after_one_partly_inline_reply(
     homo_server: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reply_segments, "INITIAL_SEGMENT_BYTES", 512)
+    monkeypatch.setattr(segment_pool, "INITIAL_SEGMENT_BYTES", 512)
     got, pool = batches(homo_server.address, shared_memory=True)
     assert pool.segment_bytes > 512 and pool.refused is None
     for batch in got:

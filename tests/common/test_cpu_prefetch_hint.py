@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba.core.errors import TypingError
 
-from gnnstore.proto.prefetch import prefetch
+from gnnstore.common.cpu_prefetch import prefetch
 
 
 @numba.njit

@@ -1,8 +1,9 @@
 """``AttrSchema``: one stored feature attribute's node type, name, dtype and full shape.
 
 The one record every room uses for it: the RocksDB store's ``tensor_schema()``, the wire's
-``TensorSchema`` message, the client's ``RemoteFeatureStore.schema()`` and the feature cache's
-slots.
+``TensorSchema`` message (``proto.codec.attr_schema_to_proto`` / ``_from_proto``), the client's
+``RemoteFeatureStore.schema()`` and the feature cache's slots. ``DTYPES`` names every dtype an
+attribute may have.
 """
 from __future__ import annotations
 
@@ -12,9 +13,29 @@ from typing import Any
 
 import torch
 
-from . import common_pb2
-from .codec import attr_key_from_proto, attr_key_to_proto, dtype_from_name
-from .errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError
+
+DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, name)
+    for name in (
+        "bool", "uint8", "int8", "int16", "int32", "int64",
+        "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+    )
+}
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    """The torch dtype of a name (``"float32"`` -> ``torch.float32``).
+
+    Raises:
+        InvalidRequestError: unknown name.
+    """
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise InvalidRequestError(
+            f"unknown tensor dtype {name!r} (supported: {sorted(DTYPES)})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -46,16 +67,3 @@ class AttrSchema:
     def row_bytes(self) -> int:
         """Bytes of one node's row."""
         return math.prod(self.shape[1:]) * self.dtype.itemsize
-
-    def to_proto(self) -> common_pb2.TensorSchema:
-        """The wire ``TensorSchema`` (key, dtype name, shape)."""
-        return common_pb2.TensorSchema(
-            key=attr_key_to_proto(self.group_name, self.attr_name),
-            dtype=str(self.dtype).removeprefix("torch."),
-            shape=list(self.shape),
-        )
-
-    @classmethod
-    def from_proto(cls, message: common_pb2.TensorSchema) -> AttrSchema:
-        """Decode a wire ``TensorSchema``."""
-        return cls(*attr_key_from_proto(message.key), dtype_from_name(message.dtype), tuple(message.shape))

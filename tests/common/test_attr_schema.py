@@ -4,14 +4,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnnstore.proto.attr_schema import AttrSchema
-from gnnstore.proto.errors import InvalidRequestError
+from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.proto.codec import attr_schema_from_proto, attr_schema_to_proto
+from gnnstore.common.errors import InvalidRequestError
 
 
 @pytest.mark.parametrize("group", [None, "paper"])
 def test_round_trips_through_the_wire(group: str | None) -> None:
     schema = AttrSchema(group, "x", torch.bfloat16, (7, 3, 2))
-    assert AttrSchema.from_proto(schema.to_proto()) == schema
+    assert attr_schema_from_proto(attr_schema_to_proto(schema)) == schema
     assert schema.row_bytes == 3 * 2 * 2
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gnnstore.proto.prefetch import prefetch
+from gnnstore.common.cpu_prefetch import prefetch
 
 PREFETCH_AHEAD = 16
 """Rows requested ahead of the one being copied (measured: 8 to 32 are equally good here)."""

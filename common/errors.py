@@ -1,26 +1,25 @@
 """gnnstore's error family, shared by server and client.
 
-Each class derives from the built-in exception a PyG user already catches and carries the
-gRPC status the server answers with. The client maps a status back through the closed
-``ERRORS_BY_NAME`` table, never by importing a class the server names.
+Each class derives from the built-in exception a PyG user already catches and names the gRPC
+status the server answers with (``status``: a ``grpc.StatusCode`` member's name; this module
+does not import gRPC, so the stores and ingest never load it). The client maps a status back
+through the closed ``ERRORS_BY_NAME`` table, never by importing a class the server names.
 """
 from __future__ import annotations
 
 from typing import ClassVar
 
-import grpc
-
 
 class GnnStoreError(Exception):
     """Base of every error gnnstore raises on purpose."""
 
-    status: ClassVar[grpc.StatusCode] = grpc.StatusCode.INTERNAL
+    status: ClassVar[str] = "INTERNAL"
 
 
 class InvalidRequestError(GnnStoreError, ValueError):
     """Bad input: wrong dtype or shape, ids out of range, absurd options."""
 
-    status = grpc.StatusCode.INVALID_ARGUMENT
+    status = "INVALID_ARGUMENT"
 
 
 class MalformedFileError(InvalidRequestError):
@@ -30,39 +29,39 @@ class MalformedFileError(InvalidRequestError):
 class NotFoundError(GnnStoreError, KeyError):
     """An unknown node type, edge type, attribute or external key."""
 
-    status = grpc.StatusCode.NOT_FOUND
+    status = "NOT_FOUND"
     __str__ = Exception.__str__  # KeyError would print the message in quotes
 
 
 class PreconditionError(GnnStoreError, RuntimeError):
     """The store is not in a state to answer: missing or corrupt data directory, locked, stale."""
 
-    status = grpc.StatusCode.FAILED_PRECONDITION
+    status = "FAILED_PRECONDITION"
 
 
 class ServerUnavailableError(GnnStoreError, ConnectionError):
     """The server cannot be reached, or did not answer within the call's deadline."""
 
-    status = grpc.StatusCode.UNAVAILABLE
+    status = "UNAVAILABLE"
 
 
 class ResourceExhaustedError(GnnStoreError, RuntimeError):
     """A request over one of the server's work limits, or the server out of a resource (disk);
     the message names the limit and how to raise it (``RESOURCE_EXHAUSTED``)."""
 
-    status = grpc.StatusCode.RESOURCE_EXHAUSTED
+    status = "RESOURCE_EXHAUSTED"
 
 
 class AuthenticationError(GnnStoreError, PermissionError):
     """The call carried no token, or one the server does not know (``UNAUTHENTICATED``)."""
 
-    status = grpc.StatusCode.UNAUTHENTICATED
+    status = "UNAUTHENTICATED"
 
 
 class PermissionDeniedError(GnnStoreError, PermissionError):
     """The token's role may not make this call, e.g. a reader's Put (``PERMISSION_DENIED``)."""
 
-    status = grpc.StatusCode.PERMISSION_DENIED
+    status = "PERMISSION_DENIED"
 
 
 ERROR_CLASS_KEY = "gnnstore-error-class"
@@ -83,14 +82,14 @@ ERRORS_BY_NAME: dict[str, type[GnnStoreError]] = {
     )
 }
 
-ERRORS_BY_STATUS: dict[grpc.StatusCode, type[GnnStoreError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
-    grpc.StatusCode.OUT_OF_RANGE: InvalidRequestError,
-    grpc.StatusCode.NOT_FOUND: NotFoundError,
-    grpc.StatusCode.FAILED_PRECONDITION: PreconditionError,
-    grpc.StatusCode.UNAVAILABLE: ServerUnavailableError,
-    grpc.StatusCode.DEADLINE_EXCEEDED: ServerUnavailableError,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
-    grpc.StatusCode.UNAUTHENTICATED: AuthenticationError,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
+ERRORS_BY_STATUS: dict[str, type[GnnStoreError]] = {
+    "INVALID_ARGUMENT": InvalidRequestError,
+    "OUT_OF_RANGE": InvalidRequestError,
+    "NOT_FOUND": NotFoundError,
+    "FAILED_PRECONDITION": PreconditionError,
+    "UNAVAILABLE": ServerUnavailableError,
+    "DEADLINE_EXCEEDED": ServerUnavailableError,
+    "RESOURCE_EXHAUSTED": ResourceExhaustedError,
+    "UNAUTHENTICATED": AuthenticationError,
+    "PERMISSION_DENIED": PermissionDeniedError,
 }
