@@ -145,7 +145,10 @@ def read_ingest_record(data_dir: str | os.PathLike) -> dict | None:
 
 def clear_ingest_record(data_dir: str | os.PathLike) -> None:
     """Forget the last ingest: called before an ingest's first write, so a crash leaves none."""
-    (Path(data_dir) / INGEST_RECORD).unlink(missing_ok=True)
+    record = Path(data_dir) / INGEST_RECORD
+    if record.exists():
+        record.unlink()
+        _sync_directory(record.parent)  # the removal is durable before any write follows it
 
 
 def write_ingest_record(data_dir: str | os.PathLike, record: dict) -> None:
@@ -157,3 +160,12 @@ def write_ingest_record(data_dir: str | os.PathLike, record: dict) -> None:
         file.flush()
         os.fsync(file.fileno())
     os.replace(staged, root / INGEST_RECORD)
+    _sync_directory(root)
+
+
+def _sync_directory(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
