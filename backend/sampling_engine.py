@@ -26,6 +26,7 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend import sampling_kernels as kernels
 from gnnstore.backend.topology import TopologySnapshot, edge_ends, index_dtype
+from gnnstore.common.graph_types import checked_edge_type
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.proto.reply_segment import Allocate
 
@@ -394,6 +395,4 @@ def _edge_type_key(key: object) -> EdgeType:
     """An edge type from a ``(src, rel, dst)`` tuple or PyG's ``'src__rel__dst'`` string."""
     if isinstance(key, str) and key.count("__") == 2:
         key = tuple(key.split("__"))
-    if isinstance(key, (tuple, list)) and len(key) == 3 and all(isinstance(p, str) for p in key):
-        return tuple(key)
-    raise InvalidRequestError(f"num_neighbors key must be an edge type (src, rel, dst), got {key!r}")
+    return checked_edge_type(key, what="a num_neighbors key")

@@ -38,6 +38,7 @@ from gnnstore.backend.topology_kernels import (
     pointer_from_counts,
     scatter_into,
 )
+from gnnstore.common.graph_types import checked_edge_type
 from gnnstore.common.errors import (
     InvalidRequestError,
     MalformedFileError,
@@ -174,7 +175,7 @@ class TopologySnapshot:
             counts = {nt: _count(nt, n) for nt, n in num_nodes.items()}
             edges = {}
             for et, ei in edge_index.items():
-                et = _check_edge_type(et)
+                et = checked_edge_type(et)
                 for nt in (et[0], et[-1]):
                     if nt not in counts:
                         raise InvalidRequestError(f"edge type {et!r}: node type {nt!r} has no num_nodes")
@@ -306,12 +307,6 @@ def _edge_type(value: object) -> EdgeType | None:
     if isinstance(value, list) and len(value) == 3 and all(isinstance(v, str) for v in value):
         return tuple(value)
     raise TypeError(f"edge type must be [src, rel, dst] or null, got {value!r}")
-
-
-def _check_edge_type(et: object) -> EdgeType:
-    if isinstance(et, tuple) and len(et) == 3 and all(isinstance(v, str) for v in et):
-        return et
-    raise InvalidRequestError(f"edge type must be a (src, rel, dst) tuple of str, got {et!r}")
 
 
 def _count(node_type: NodeType | None, n: object) -> int:

@@ -1,1 +1,1 @@
-"""What client, server and stores share without the wire: the error family, the row-copy kernel."""
+"""What client, server and stores share without the wire: errors, the attr schema, type keys, the row-copy kernel."""

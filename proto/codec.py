@@ -22,6 +22,7 @@ from torch import Tensor
 from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.common.attr_schema import DTYPES, AttrSchema, dtype_from_name
+from gnnstore.common.graph_types import checked_edge_type, checked_node_type
 
 from . import common_pb2 as pb
 from gnnstore.common.errors import InvalidRequestError
@@ -169,10 +170,8 @@ def optional_tensor_from_proto(message: pb.OptionalTensor, what: str = "tensor")
 
 def node_type_to_proto(node_type: NodeType | None) -> pb.NodeType:
     """Encode a node type; ``None`` (homogeneous) becomes the explicit flag."""
-    if node_type is None:
+    if checked_node_type(node_type) is None:
         return pb.NodeType(homogeneous=True)
-    if not isinstance(node_type, str) or not node_type:
-        raise InvalidRequestError(f"a node type is a non-empty str or None, got {node_type!r}")
     return pb.NodeType(name=node_type)
 
 
@@ -197,15 +196,7 @@ def edge_type_to_proto(edge_type: EdgeType | None) -> pb.EdgeType:
     """Encode an edge type; ``None`` (homogeneous) becomes the explicit flag."""
     if edge_type is None:
         return pb.EdgeType(homogeneous=True)
-    if (
-        not isinstance(edge_type, (tuple, list))
-        or len(edge_type) != 3
-        or not all(isinstance(part, str) and part for part in edge_type)
-    ):
-        raise InvalidRequestError(
-            f"an edge type is a (src, rel, dst) tuple of non-empty str or None, got {edge_type!r}"
-        )
-    src, rel, dst = edge_type
+    src, rel, dst = checked_edge_type(edge_type, what="an edge type (or None)")
     return pb.EdgeType(src=src, rel=rel, dst=dst)
 
 

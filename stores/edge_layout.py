@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data.graph_store import EdgeLayout
 
+from gnnstore.common.graph_types import checked_edge_type
 from gnnstore.common.errors import InvalidRequestError
 
 EdgeTypeKey = tuple[str, str, str] | str | None
@@ -21,14 +22,7 @@ def check_edge_type(edge_type: object) -> EdgeTypeKey:
     """
     if edge_type is None or (isinstance(edge_type, str) and edge_type):
         return edge_type
-    if isinstance(edge_type, (tuple, list)) and len(edge_type) == 3 and all(
-        isinstance(part, str) and part for part in edge_type
-    ):
-        return tuple(edge_type)
-    raise InvalidRequestError(
-        f"edge type must be (src, rel, dst) of non-empty str, a str, or None for a homogeneous "
-        f"graph, got {edge_type!r}"
-    )
+    return checked_edge_type(edge_type, what="an edge type (or a str, or None when homogeneous)")
 
 
 def node_types_of(edge_type: EdgeTypeKey) -> tuple[str | None, str | None]:

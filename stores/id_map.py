@@ -23,6 +23,7 @@ import torch
 from rocksdict import WriteBatch
 from torch import Tensor
 
+from gnnstore.common.graph_types import checked_node_type
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.stores.rocks_db import RocksDBHandle, open_rdict, scan_prefix
 
@@ -165,7 +166,7 @@ class IdMap(RocksDBHandle):
                 (no order to give ids in), or a bad node type.
         """
         self._check_writable()
-        _check_node_type(node_type)
+        checked_node_type(node_type)
         batch = _KeyBatch.of(keys, node_type)
         wb = WriteBatch(raw_mode=True)
         info = self._types.get(node_type) or _TypeInfo(self._next_slot(wb))
@@ -205,7 +206,7 @@ class IdMap(RocksDBHandle):
                 identity prefix.
         """
         self._check_writable()
-        _check_node_type(node_type)
+        checked_node_type(node_type)
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise InvalidRequestError(f"node type {node_type!r}: identity size must be an int >= 0, got {n!r}")
         wb = WriteBatch(raw_mode=True)
@@ -399,8 +400,3 @@ def _as_ids(ids: object, node_type: NodeType) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def _check_node_type(node_type: object) -> None:
-    if node_type is not None and not (isinstance(node_type, str) and node_type):
-        raise InvalidRequestError(
-            f"node type must be a non-empty str or None (homogeneous), got {node_type!r}"
-        )

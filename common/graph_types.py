@@ -1,0 +1,37 @@
+"""PyG's node and edge type keys, checked the one way every room checks them.
+
+A node type is ``None`` (homogeneous) or a non-empty ``str``; an edge type is ``None`` or a
+``(src, rel, dst)`` tuple of non-empty ``str`` (a list is accepted and made a tuple).
+"""
+from __future__ import annotations
+
+from torch_geometric.typing import EdgeType, NodeType
+
+from gnnstore.common.errors import InvalidRequestError
+
+
+def checked_node_type(node_type: object) -> NodeType | None:
+    """``node_type`` itself when it is ``None`` or a non-empty str.
+
+    Raises:
+        InvalidRequestError: anything else.
+    """
+    if node_type is None or (isinstance(node_type, str) and node_type):
+        return node_type
+    raise InvalidRequestError(f"a node type is a non-empty str or None, got {node_type!r}")
+
+
+def checked_edge_type(edge_type: object, *, what: str = "an edge type") -> EdgeType:
+    """``edge_type`` as a ``(src, rel, dst)`` tuple of non-empty str (``None`` is not one).
+
+    Args:
+        what: how the error names the value, e.g. "a num_neighbors key".
+
+    Raises:
+        InvalidRequestError: anything else.
+    """
+    if isinstance(edge_type, (tuple, list)) and len(edge_type) == 3 and all(
+        isinstance(part, str) and part for part in edge_type
+    ):
+        return tuple(edge_type)
+    raise InvalidRequestError(f"{what} is a (src, rel, dst) tuple of non-empty str, got {edge_type!r}")
