@@ -166,3 +166,13 @@ def test_a_failed_ingest_leaves_no_record_so_the_next_run_redoes_it(tmp_path):
     assert failed.exit_code == 1, failed.output
     redone = _generate(data_dir, "--skip-if-done")
     assert redone.exit_code == 0 and "nothing to do" not in redone.stdout
+
+
+@pytest.mark.parametrize("junk", [b"", b"{not json", b"[1, 2]", b"\xff\xfe binary"])
+def test_a_junk_ingest_record_is_no_record_and_the_ingest_runs(tmp_path, junk: bytes):
+    data_dir = tmp_path / "data"
+    assert _generate(data_dir).exit_code == 0
+    (data_dir / "ingest-record.json").write_bytes(junk)
+    redone = _generate(data_dir, "--skip-if-done")
+    assert redone.exit_code == 0 and "nothing to do" not in redone.stdout, redone.output
+    assert _generate(data_dir, "--skip-if-done").stdout.startswith("nothing to do:")  # rewritten whole
