@@ -85,8 +85,9 @@ def compose_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
                  "-t", IMAGE, ".", timeout=1800)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     print(f"image built in {time.perf_counter() - started:.0f} s")
-    token = secrets.token_urlsafe(24)
-    env = {**os.environ, "GNNSTORE_IMAGE": IMAGE, "GNNSTORE_NEO4J_PASSWORD": secrets.token_urlsafe(12),
+    # Hex, never a leading '-': Neo4j's entrypoint would read such a password as an option.
+    token = secrets.token_hex(24)
+    env = {**os.environ, "GNNSTORE_IMAGE": IMAGE, "GNNSTORE_NEO4J_PASSWORD": secrets.token_hex(12),
            "GNNSTORE_AUTH_TOKENS": f"{token} reader compose-test", "GNNSTORE_PUBLISH_PORT": str(free_port()),
            "COMPOSE_PROJECT_NAME": PROJECT, "TEST_TOKEN": token}
     try:
