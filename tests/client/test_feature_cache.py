@@ -287,9 +287,9 @@ def test_a_pickled_cache_owns_its_rows_even_through_torch_shared_memory() -> Non
 
     cache = FeatureCache(1 << 12, [AttrSchema(None, "x", torch.float32, (100, 4))], policy="sieve")
     first, second = (pickle.loads(ForkingPickler.dumps(cache)) for _ in range(2))
-    for copy in (cache, first, second):
+    for value, copy in enumerate((cache, first, second), start=1):  # distinct fills (ids could collide)
         (slot,) = copy._slots.values()
-        slot.storage["x"].fill_(float(id(copy) % 1000))
+        slot.storage["x"].fill_(float(value))
     (original,), (one,), (other,) = (c._slots.values() for c in (cache, first, second))
     assert not torch.equal(original.storage["x"], one.storage["x"])
     assert not torch.equal(one.storage["x"], other.storage["x"])
