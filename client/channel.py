@@ -34,7 +34,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gnnstore.client.segment_pool import ReplySegmentPool
 from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S, IDEMPOTENT_CALLS, Backoff
-from gnnstore.proto import admin_pb2, admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
+from gnnstore.proto import admin_pb2, admin_pb2_grpc, feature_pb2_grpc, idmap_pb2_grpc
 from gnnstore.common.errors import (
     ERROR_CLASS_KEY,
     ERRORS_BY_NAME,
@@ -46,6 +46,7 @@ from gnnstore.common.errors import (
 )
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES
 from gnnstore.proto.network import RETRY_KEY, is_loopback, read_pem
+from gnnstore.proto.reply_payload import graph_stub
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ _TLS_WORDS = ("ssl", "tls", "handshake", "certificate")
 
 _STUBS = {
     "FeatureService": feature_pb2_grpc.FeatureServiceStub,
-    "GraphService": graph_pb2_grpc.GraphServiceStub,
+    "GraphService": graph_stub,
     "IdMapService": idmap_pb2_grpc.IdMapServiceStub,
     "AdminService": admin_pb2_grpc.AdminServiceStub,
     "Health": health_pb2_grpc.HealthStub,

@@ -197,14 +197,13 @@ class RemoteNeighborSampler(BaseSampler):
             if request.HasField("features") and self.feature_store.exchange.cache is not None:
                 request.features.aligned = True  # misses land where the batch needs them, hits go around
         try:
-            reply = self.connection.call("GraphService", method, request, timeout=self.timeout)
+            received = self.connection.call("GraphService", method, request, timeout=self.timeout)
         except BaseException:
             if segment is not None:
                 segments.discard(segment)
             raise
-        shared = None if segment is None else segments.lend(segment, reply)
-        if shared is None and reply.payload:
-            shared = memoryview(bytearray(reply.payload))  # writable: the batch's tensors view it
+        reply = received.message
+        shared = received.payload if segment is None else segments.lend(segment, reply)
         out = output_from_proto(reply, shared)
         rows = [node_rows_from_proto(r, shared) for r in reply.features]
         if self.feature_store is not None:

@@ -9,6 +9,11 @@ only notes each array and its 64-byte aligned offset, the Tensor messages point 
 would into a segment (``shared``), and ``ReplyWithPayload.serialize`` writes the message and
 then the arrays straight into the one ``bytes`` object gRPC sends, with ``ctypes.memmove``
 (which releases the GIL). ``SampleResponse.payload`` is the last field on the wire.
+
+On the client, ``read_sample_reply`` (the sampling methods' response deserializer, wired in by
+``graph_stub``) parses only the message before the payload and copies the payload once into
+a writable buffer the batch's tensors view. Parsing the payload as a protobuf field, reading
+it and copying it again cost ~7 ms of the trainer's CPU for a 6 MB reply (upb, one thread).
 """
 from __future__ import annotations
 
@@ -17,10 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import grpc
 from google.protobuf.message import Message
 from torch import Tensor
 
-from . import graph_pb2
+from . import graph_pb2, graph_pb2_grpc
 from .reply_segment import aligned
 
 PAYLOAD_FIELD = graph_pb2.SampleResponse.DESCRIPTOR.fields_by_name["payload"].number
@@ -90,3 +96,73 @@ def _varint(value: int) -> bytes:
         out.append(byte | (0x80 if value else 0))
         if not value:
             return bytes(out)
+
+
+@dataclass
+class ReceivedSample:
+    """A sampling reply as the client receives it: the message and the payload apart."""
+
+    message: graph_pb2.SampleResponse
+    payload: memoryview | None
+    """The payload's bytes, writable (the batch's tensors view it); None when the reply had none."""
+
+
+def read_sample_reply(data: bytes) -> ReceivedSample:
+    """Split a ``SampleResponse``'s wire bytes into the message without its payload and the payload.
+
+    Raises:
+        ValueError, DecodeError: the bytes are not a well-formed message (gRPC reports either as
+            the call's error).
+    """
+    view = memoryview(data)
+    position = 0
+    while position < len(data):
+        field_start = position
+        key, position = _read_varint(view, position)
+        field, wire_type = key >> 3, key & 7
+        if wire_type == 2:
+            length, position = _read_varint(view, position)
+            end = position + length
+            if end > len(data):
+                raise ValueError("a field runs past the end of the reply")
+            if field == PAYLOAD_FIELD:
+                message = graph_pb2.SampleResponse.FromString(bytes(view[:field_start]) + bytes(view[end:]))
+                return ReceivedSample(message, memoryview(bytearray(view[position:end])))
+            position = end
+        elif wire_type == 0:
+            _, position = _read_varint(view, position)
+        elif wire_type in _FIXED_SIZES:
+            position += _FIXED_SIZES[wire_type]
+        else:
+            raise ValueError(f"unknown wire type {wire_type} in the reply")
+    return ReceivedSample(graph_pb2.SampleResponse.FromString(data), None)
+
+
+def graph_stub(channel: grpc.Channel) -> graph_pb2_grpc.GraphServiceStub:
+    """The GraphService stub, its sampling methods answering ``ReceivedSample``."""
+    stub = graph_pb2_grpc.GraphServiceStub(channel)
+    for method, request in (
+        ("SampleFromNodes", graph_pb2.SampleFromNodesRequest), ("SampleFromEdges", graph_pb2.SampleFromEdgesRequest),
+    ):
+        setattr(stub, method, channel.unary_unary(
+            f"/gnnstore.v1.GraphService/{method}", request_serializer=request.SerializeToString,
+            response_deserializer=read_sample_reply, _registered_method=True,
+        ))
+    return stub
+
+
+_FIXED_SIZES = {1: 8, 5: 4}
+"""Bytes of the fixed-width wire types (64-bit, 32-bit)."""
+
+
+def _read_varint(view: memoryview, position: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if position >= len(view) or shift > 63:
+            raise ValueError("a malformed varint in the reply")
+        byte = view[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, position

@@ -88,7 +88,7 @@ def test_a_sample_over_the_work_budget_is_refused_naming_the_limit(
 
 
 def test_every_neighbour_of_a_few_seeds_stays_within_the_budget(connection: Connection) -> None:
-    reply = connection.call("GraphService", "SampleFromNodes", _sample_request(torch.arange(4), [-1, -1]))
+    reply = connection.call("GraphService", "SampleFromNodes", _sample_request(torch.arange(4), [-1, -1])).message
     assert reply.node[0].ids.shape[0] >= 4
 
 
@@ -97,7 +97,7 @@ def test_sampled_rows_over_the_reply_limit_are_refused_before_they_are_gathered(
 ) -> None:
     request = _sample_request(torch.arange(8), [2])
     request.features.attrs.append(attr_key_to_proto(None, "x"))  # at most 24 rows: under the limit
-    assert connection.call("GraphService", "SampleFromNodes", request).features
+    assert connection.call("GraphService", "SampleFromNodes", request).message.features
     wide = _sample_request(torch.arange(NODES), [5, 5])  # every node: 400 rows of 64 bytes
     wide.features.attrs.append(attr_key_to_proto(None, "x"))
     text = _refused(ResourceExhaustedError, "feature rows are", lambda: connection.call(

@@ -232,7 +232,7 @@ def test_a_client_that_names_another_trainers_segment_is_refused_and_the_batch_i
     segment = ReplySegment(1 << 20)
     own = _sample_request(torch.arange(8), seed=1)
     own.reply_segment.CopyFrom(segment.message)
-    assert victim.call("GraphService", "SampleFromNodes", own).reply_segment.used  # the victim's batch
+    assert victim.call("GraphService", "SampleFromNodes", own).message.reply_segment.used  # the victim's batch
     before = bytes(segment.view)
 
     other = _sample_request(torch.arange(100, 164), seed=3)
@@ -241,14 +241,14 @@ def test_a_client_that_names_another_trainers_segment_is_refused_and_the_batch_i
         stolen.CopyFrom(segment.message)  # pid, fd, inode and size all correct
         stolen.nonce = nonce
         other.reply_segment.CopyFrom(stolen)
-        reply = attacker.call("GraphService", "SampleFromNodes", other)
+        reply = attacker.call("GraphService", "SampleFromNodes", other).message
         refused = reply.reply_segment.refused
         assert "nonce" in refused and not reply.reply_segment.used, refused
         assert "/" not in refused  # no /proc path, no readlink target
         assert reply.node[0].ids.data  # the attacker's sample came inline
     assert bytes(segment.view) == before
     other.reply_segment.CopyFrom(segment.message)  # with the owner's nonce the server does write there
-    assert victim.call("GraphService", "SampleFromNodes", other).reply_segment.used
+    assert victim.call("GraphService", "SampleFromNodes", other).message.reply_segment.used
     assert bytes(segment.view) != before
     segment.close()
 

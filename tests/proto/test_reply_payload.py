@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_from_proto, ids_to_proto, tensor_from_proto, tensor_to_proto
-from gnnstore.proto.reply_payload import PayloadWriter, ReplyWithPayload
+from gnnstore.proto.reply_payload import PayloadWriter, ReplyWithPayload, read_sample_reply
 from gnnstore.proto.reply_segment import ALIGNMENT
 
 
@@ -38,3 +39,33 @@ def test_a_reply_without_arrays_has_an_empty_payload() -> None:
     message = graph_pb2.SampleResponse(hetero=False)
     wire = ReplyWithPayload(message, PayloadWriter()).serialize()
     assert graph_pb2.SampleResponse.FromString(wire) == message
+
+
+def test_the_client_reads_the_message_and_a_writable_payload_apart() -> None:
+    writer = PayloadWriter()
+    rows = torch.randn(300, 7)
+    message = graph_pb2.SampleResponse(hetero=False)
+    message.node.add(ids=ids_to_proto(torch.arange(300) * 3, writer))
+    message.features.add(rows=[tensor_to_proto(rows, writer)])
+    message.reply_segment.refused = "no segment"  # fields of every wire type before the payload
+
+    received = read_sample_reply(ReplyWithPayload(message, writer).serialize())
+    assert received.message == message and not received.message.payload
+    assert not received.payload.readonly and len(received.payload) == writer.size
+    decoded = tensor_from_proto(received.message.features[0].rows[0], shared=received.payload)
+    assert torch.equal(decoded, rows)
+    decoded[0, 0] = 1.0  # the batch's tensors may be written to
+    assert torch.equal(ids_from_proto(received.message.node[0].ids, shared=received.payload), torch.arange(300) * 3)
+
+
+def test_a_reply_without_payload_reads_whole() -> None:
+    message = graph_pb2.SampleResponse(hetero=True)
+    message.node.add(ids=ids_to_proto(torch.arange(5)))
+    received = read_sample_reply(message.SerializeToString())
+    assert received.message == message and received.payload is None
+
+
+@pytest.mark.parametrize("wire", [b"\x0a\x80", b"\x0a\x05ab", b"\x0b", b"\x08" + b"\xff" * 11])
+def test_malformed_reply_bytes_raise_value_error(wire: bytes) -> None:
+    with pytest.raises(ValueError):
+        read_sample_reply(wire)
