@@ -130,6 +130,8 @@ class SamplingEngine:
         elif isinstance(num_neighbors, (list, tuple)):
             hops = _hops(num_neighbors, "num_neighbors")
             per = {et: hops for et in self.edge_types}
+            if not per:  # node types but no edge type: every hop finds nothing, as in PyG
+                return Fanouts(per, len(hops))
         else:
             raise InvalidRequestError(
                 f"num_neighbors must be a list of ints or a dict edge type -> list, "

@@ -63,7 +63,8 @@ def build_snapshot(
         chunk_size: edges per chunk read from the store.
 
     Raises:
-        PreconditionError: the store lists no edges, lacks a size, returns an id out of range,
+        PreconditionError: the store lists no edges and ``num_nodes`` names no node type, an
+            edge type lacks a size, the store returns an id out of range,
             or changed while the snapshot was being built.
     """
     version = str(graph_store.version())
@@ -108,8 +109,8 @@ def _node_counts(
         # Layouts of one edge type may carry different sizes; the widest covers them all.
         num_src, num_dst = sizes.get(attr.edge_type, (0, 0))
         sizes[attr.edge_type] = (max(num_src, int(attr.size[0])), max(num_dst, int(attr.size[1])))
-    if not sizes:
-        raise PreconditionError("the graph store holds no edge types to snapshot")
+    if not sizes and not extra:
+        raise PreconditionError("the graph store holds no edge types and no node counts to snapshot")
     if None in sizes and len(sizes) > 1:
         raise PreconditionError(f"the graph store mixes edge type None with {list(sizes)}")
     counts: dict[NodeType | None, int] = {}

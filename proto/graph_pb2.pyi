@@ -60,18 +60,20 @@ class Fanout(_message.Message):
     def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., num_neighbors: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SamplingOptions(_message.Message):
-    __slots__ = ("num_neighbors", "per_edge_type", "replace", "disjoint", "seed")
+    __slots__ = ("num_neighbors", "per_edge_type", "replace", "disjoint", "seed", "no_hops")
     NUM_NEIGHBORS_FIELD_NUMBER: _ClassVar[int]
     PER_EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
     REPLACE_FIELD_NUMBER: _ClassVar[int]
     DISJOINT_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    NO_HOPS_FIELD_NUMBER: _ClassVar[int]
     num_neighbors: _containers.RepeatedScalarFieldContainer[int]
     per_edge_type: _containers.RepeatedCompositeFieldContainer[Fanout]
     replace: bool
     disjoint: bool
     seed: int
-    def __init__(self, num_neighbors: _Optional[_Iterable[int]] = ..., per_edge_type: _Optional[_Iterable[_Union[Fanout, _Mapping]]] = ..., replace: _Optional[bool] = ..., disjoint: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
+    no_hops: bool
+    def __init__(self, num_neighbors: _Optional[_Iterable[int]] = ..., per_edge_type: _Optional[_Iterable[_Union[Fanout, _Mapping]]] = ..., replace: _Optional[bool] = ..., disjoint: _Optional[bool] = ..., seed: _Optional[int] = ..., no_hops: _Optional[bool] = ...) -> None: ...
 
 class HotPrefix(_message.Message):
     __slots__ = ("node_type", "count", "version")

@@ -54,6 +54,7 @@ def options_to_proto(
             )
     else:
         options.num_neighbors.extend(int(k) for k in num_neighbors)
+        options.no_hops = not options.num_neighbors  # an empty repeated field is also an unsent one
     return options
 
 
@@ -61,16 +62,20 @@ def num_neighbors_from_proto(options: graph_pb2.SamplingOptions) -> NeighborCoun
     """Decode ``num_neighbors`` as PyG takes it: a list, or a dict keyed by edge-type tuples.
 
     Raises:
-        InvalidRequestError: both forms or neither were sent.
+        InvalidRequestError: both forms or neither were sent, or hops beside ``no_hops``.
     """
     if options.per_edge_type and options.num_neighbors:
         raise InvalidRequestError("send num_neighbors as a list or per edge type, not both")
+    if options.no_hops:
+        if options.per_edge_type or options.num_neighbors:
+            raise InvalidRequestError("no_hops is set, but num_neighbors lists hops")
+        return []
     if options.per_edge_type:
         return {
             edge_type_from_proto(f.edge_type): list(f.num_neighbors) for f in options.per_edge_type
         }
     if not options.num_neighbors:
-        raise InvalidRequestError("num_neighbors is empty: give at least one hop")
+        raise InvalidRequestError("num_neighbors was not sent (set no_hops for the seeds alone)")
     return list(options.num_neighbors)
 
 

@@ -12,7 +12,7 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 
-from gnnstore.proto import sample_codec
+from gnnstore.proto import graph_pb2, sample_codec
 from gnnstore.common.errors import InvalidRequestError
 
 
@@ -98,6 +98,16 @@ def test_num_neighbors_forms() -> None:
     options = sample_codec.options_to_proto(per_type, replace=False, disjoint=False, seed=None)
     assert sample_codec.num_neighbors_from_proto(options) == per_type
     assert not options.HasField("seed")
+
+
+def test_zero_hops_travel_apart_from_hops_not_sent() -> None:
+    options = sample_codec.options_to_proto([], replace=False, disjoint=False, seed=1)
+    assert options.no_hops and sample_codec.num_neighbors_from_proto(options) == []
+    with pytest.raises(InvalidRequestError, match="was not sent"):
+        sample_codec.num_neighbors_from_proto(graph_pb2.SamplingOptions())
+    options.num_neighbors.append(2)
+    with pytest.raises(InvalidRequestError, match="no_hops is set, but num_neighbors lists hops"):
+        sample_codec.num_neighbors_from_proto(options)
 
 
 def test_mismatched_link_lengths_are_refused() -> None:

@@ -1,0 +1,55 @@
+"""What PyG's own samplers and stores allow, gnnstore allows too (gaps found by PyG's tests)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.loader import NodeLoader
+from torch_geometric.sampler import NodeSamplerInput
+
+from gnnstore.backend.sampler import SnapshotNeighborSampler
+from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.client import RemoteNeighborSampler, connect
+from served import ServerProcess, serve_graph
+
+
+def test_zero_hops_samples_the_seeds_alone_as_in_memory(homo_server: ServerProcess, homo_graph: Data) -> None:
+    fs, gs = connect(homo_server.address)
+    seeds = torch.tensor([7, 3, 250, 11])
+    remote = RemoteNeighborSampler(fs, [], seed=1).sample_from_nodes(NodeSamplerInput(None, seeds))
+    local = SnapshotNeighborSampler(TopologySnapshot.from_data(homo_graph), []).sample_from_nodes(
+        NodeSamplerInput(None, seeds)
+    )
+    assert torch.equal(remote.node, seeds) and torch.equal(local.node, seeds)
+    assert remote.row.numel() == remote.col.numel() == 0
+    assert remote.num_sampled_nodes == local.num_sampled_nodes == [4]
+
+    sampler = RemoteNeighborSampler(fs, [], feature_store=fs)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(40), batch_size=16)
+    seen = []
+    for batch in loader:  # an MLP baseline's batches: seeds and their rows, no edges
+        assert batch.edge_index.shape == (2, 0)
+        assert torch.equal(batch.x, homo_graph.x[batch.n_id])
+        assert batch.n_id.numel() == batch.batch_size
+        seen.append(batch.n_id)
+    assert torch.equal(torch.cat(seen), torch.arange(40))
+
+
+def test_a_graph_of_node_types_without_edge_types_is_served(tmp_path: Path) -> None:
+    graph = HeteroData()
+    graph["user"].x = torch.randn(30, 4)
+    graph["item"].x = torch.randn(20, 4)
+    with serve_graph(graph, tmp_path / "data", "--read-only") as server:
+        fs, gs = connect(server.address)
+        assert gs.get_all_edge_attrs() == []
+        for hops in ([], [3, 2]):  # PyG samples such a graph too: every hop finds nothing
+            sampler = RemoteNeighborSampler(fs, hops, feature_store=fs)
+            loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=("item", torch.arange(20)),
+                                batch_size=8)
+            batches = list(loader)
+            assert [b["item"].batch_size for b in batches] == [8, 8, 4]
+            for batch in batches:
+                assert torch.equal(batch["item"].x, graph["item"].x[batch["item"].n_id])
+                assert batch.edge_types == []
