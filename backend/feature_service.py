@@ -11,6 +11,7 @@ from torch_geometric.data import FeatureStore, TensorAttr
 from gnnstore.backend.error_translation import translate_errors
 from gnnstore.proto import feature_pb2, feature_pb2_grpc
 from gnnstore.proto.codec import (
+    attr_name_from_wire,
     attr_key_from_proto,
     attr_schema_to_proto,
     describe,
@@ -79,10 +80,11 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
                     twice = next(n for n in query.attr_names if list(query.attr_names).count(n) > 1)
                     raise InvalidRequestError(f"{where} names attribute {twice!r} more than once")
                 rows = max(0, query.index.shape[0]) if query.index.shape else 1  # checked when decoded
-                nbytes += rows * sum(row_bytes.get((group, name), 0) for name in query.attr_names)
+                names = [attr_name_from_wire(name) for name in query.attr_names]
+                nbytes += rows * sum(row_bytes.get((group, name), 0) for name in names)
                 self._check_reply_size(nbytes, "MultiGet")
                 index = ids_from_proto(query.index, f"index of {where}")
-                attrs += [TensorAttr(group, name, index) for name in query.attr_names]
+                attrs += [TensorAttr(group, name, index) for name in names]
             tensors = self._store.multi_get_tensor(attrs) if attrs else []
             return feature_pb2.MultiGetResponse(tensors=[tensor_to_proto(t) for t in tensors])
 

@@ -19,6 +19,7 @@ from gnnstore.client.channel import Connection, as_connection
 from gnnstore.client.feature_exchange import FeatureExchange
 from gnnstore.proto import feature_pb2
 from gnnstore.proto.codec import (
+    attr_name_to_wire,
     attr_key_to_proto,
     attr_schema_from_proto,
     ids_to_proto,
@@ -128,7 +129,7 @@ class RemoteFeatureStore(FeatureStore):
                 )
                 queries[key] = (query, [])
             query, members = queries[key]
-            query.attr_names.append(attr.attr_name)
+            query.attr_names.append(attr_name_to_wire(attr.attr_name))
             members.append((i, scalar))
         if queries:
             tensors = iter(self.connection.call(SERVICE, "MultiGet", request).tensors)

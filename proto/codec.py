@@ -220,11 +220,27 @@ def edge_type_from_proto(message: pb.EdgeType) -> EdgeType | None:
     return names
 
 
-def attr_key_to_proto(group_name: NodeType | None, attr_name: str) -> pb.TensorAttrKey:
-    """Encode a (group_name, attr_name) pair."""
+def attr_name_to_wire(attr_name: str | None) -> str:
+    """An attribute name as every message carries it: PyG's ``attr_name=None`` travels as ''.
+
+    Raises:
+        InvalidRequestError: not a non-empty str or None.
+    """
+    if attr_name is None:
+        return ""
     if not isinstance(attr_name, str) or not attr_name:
-        raise InvalidRequestError(f"attr_name must be a non-empty str, got {attr_name!r}")
-    return pb.TensorAttrKey(group=node_type_to_proto(group_name), attr_name=attr_name)
+        raise InvalidRequestError(f"attr_name must be a non-empty str or None, got {attr_name!r}")
+    return attr_name
+
+
+def attr_name_from_wire(text: str) -> str | None:
+    """The attribute name a message's string stands for ('' is None)."""
+    return text or None
+
+
+def attr_key_to_proto(group_name: NodeType | None, attr_name: str | None) -> pb.TensorAttrKey:
+    """Encode a (group_name, attr_name) pair."""
+    return pb.TensorAttrKey(group=node_type_to_proto(group_name), attr_name=attr_name_to_wire(attr_name))
 
 
 def attr_schema_to_proto(schema: AttrSchema) -> pb.TensorSchema:
@@ -242,15 +258,13 @@ def attr_schema_from_proto(message: pb.TensorSchema) -> AttrSchema:
     return AttrSchema(*attr_key_from_proto(message.key), dtype_from_name(message.dtype), tuple(message.shape))
 
 
-def attr_key_from_proto(message: pb.TensorAttrKey) -> tuple[NodeType | None, str]:
+def attr_key_from_proto(message: pb.TensorAttrKey) -> tuple[NodeType | None, str | None]:
     """Decode a (group_name, attr_name) pair.
 
     Raises:
-        InvalidRequestError: an empty attr name or an inconsistent node type.
+        InvalidRequestError: an inconsistent node type.
     """
-    if not message.attr_name:
-        raise InvalidRequestError("attr_name is empty")
-    return node_type_from_proto(message.group), message.attr_name
+    return node_type_from_proto(message.group), attr_name_from_wire(message.attr_name)
 
 
 def describe(key: NodeType | EdgeType | None) -> str:

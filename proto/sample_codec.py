@@ -22,6 +22,8 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from . import common_pb2, graph_pb2
 from .codec import (
+    attr_name_from_wire,
+    attr_name_to_wire,
     attr_key_from_proto,
     attr_key_to_proto,
     describe,
@@ -425,7 +427,7 @@ def node_rows_to_proto(rows: NodeRows, segment: ArrayWriter | None = None) -> gr
     message = graph_pb2.NodeRows(
         node_type=node_type_to_proto(rows.node_type),
         ids=ids_to_proto(rows.ids, segment),
-        attr_names=list(rows.rows),
+        attr_names=[attr_name_to_wire(name) for name in rows.rows],
         rows=[tensor_to_proto(t, segment) for t in rows.rows.values()],
     )
     if rows.positions is not None:
@@ -455,7 +457,7 @@ def node_rows_from_proto(message: graph_pb2.NodeRows, shared: memoryview | None 
         )
     rows = {
         name: tensor_from_proto(t, f"{where}: attr {name!r}", shared)
-        for name, t in zip(message.attr_names, message.rows)
+        for name, t in zip(map(attr_name_from_wire, message.attr_names), message.rows)
     }
     for name, tensor in rows.items():
         if positions is not None:

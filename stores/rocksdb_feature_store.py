@@ -339,9 +339,10 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
 
 
 
-def _check_attr_name(name: object) -> str:
-    if not isinstance(name, str) or not name:
-        raise InvalidRequestError(f"attr_name must be a non-empty str, got {name!r}")
+def _check_attr_name(name: object) -> str | None:
+    """A non-empty str, or None (PyG's ``TensorAttr`` allows it: ``store['A', None, None] = x``)."""
+    if name is not None and (not isinstance(name, str) or not name):
+        raise InvalidRequestError(f"attr_name must be a non-empty str or None, got {name!r}")
     return name
 
 

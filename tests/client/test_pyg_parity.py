@@ -6,13 +6,15 @@ from pathlib import Path
 import pytest
 import torch
 from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import TensorAttr
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
 from gnnstore.backend.sampler import SnapshotNeighborSampler
 from gnnstore.backend.topology import TopologySnapshot
 from gnnstore.client import RemoteNeighborSampler, connect
-from served import ServerProcess, serve_graph
+from gnnstore.stores.data_dir import open_stores
+from served import ServerProcess, ingest, serve_graph, start_server
 
 
 def test_zero_hops_samples_the_seeds_alone_as_in_memory(homo_server: ServerProcess, homo_graph: Data) -> None:
@@ -53,3 +55,20 @@ def test_a_graph_of_node_types_without_edge_types_is_served(tmp_path: Path) -> N
             for batch in batches:
                 assert torch.equal(batch["item"].x, graph["item"].x[batch["item"].n_id])
                 assert batch.edge_types == []
+
+
+def test_attr_name_none_is_served(tmp_path: Path) -> None:
+    graph = HeteroData()
+    graph["user"].x = torch.randn(30, 4)
+    data_dir = ingest(graph, tmp_path / "data")
+    unnamed = torch.randn(30, 2)
+    with open_stores(data_dir) as stores:
+        stores.feature_store["user", None, None] = unnamed  # as PyG's reference store allows
+    with start_server(data_dir, "--read-only") as server:
+        fs, _ = connect(server.address)
+        assert {(s.attr_name, tuple(s.shape)) for s in fs.schema()} == {("x", (30, 4)), (None, (30, 2))}
+        assert torch.equal(fs["user"](), unnamed)
+        both = fs.multi_get_tensor([TensorAttr("user", None, torch.tensor([3, 1])),
+                                    TensorAttr("user", "x", torch.tensor([3, 1]))])
+        assert torch.equal(both[0], unnamed[[3, 1]]) and torch.equal(both[1], graph["user"].x[[3, 1]])
+        assert fs.get_tensor_size("user", None) == (30, 2)

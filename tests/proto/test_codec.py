@@ -106,3 +106,13 @@ def test_ids_travel_as_int32_when_they_fit_and_decode_as_writable_int64() -> Non
         decoded = codec.ids_from_proto(codec.ids_to_proto(ids))
         assert decoded.dtype == torch.long and torch.equal(decoded, ids)
         decoded.add_(1)  # writable, and not a view of the message
+
+
+def test_attr_name_none_travels_as_the_empty_string() -> None:
+    for name in (None, "x"):
+        key = codec.attr_key_to_proto("paper", name)
+        assert codec.attr_key_from_proto(key) == ("paper", name)
+    assert codec.attr_key_to_proto(None, None).attr_name == ""
+    for bad in ("", 3):
+        with pytest.raises(InvalidRequestError, match="attr_name must be a non-empty str or None"):
+            codec.attr_key_to_proto("paper", bad)

@@ -171,6 +171,18 @@ class FeatureStoreContract:
         assert store.get_tensor(None, "x", None).shape == (2, 1)
         assert store.get_tensor("None", "x", None).shape == (3, 1)
 
+    def test_attr_name_none_is_a_name_as_in_pyg(self, store: FeatureStore) -> None:
+        x, named = torch.randn(5, 3), torch.randn(5, 2)
+        store["A", None, None] = x  # PyG's reference store takes it, and reads it with store['A']()
+        store["A", "named", None] = named
+        assert torch.equal(store["A"](), x)
+        assert torch.equal(store.get_tensor("A", None, torch.tensor([4, 0])), x[[4, 0]])
+        assert torch.equal(store["A", "named", None], named)
+        assert sorted(repr(a.attr_name) for a in store.get_all_tensor_attrs()) == ["'named'", "None"]
+        assert store.get_tensor_size("A", None) == (5, 3)
+        assert store.remove_tensor("A", None, None)
+        assert [a.attr_name for a in store.get_all_tensor_attrs()] == ["named"]
+
     def test_get_all_tensor_attrs_returns_fresh_objects(self, store: FeatureStore) -> None:
         store.put_tensor(torch.zeros(4, 2), group_name="paper", attr_name="x", index=None)
         first = store.get_all_tensor_attrs()
