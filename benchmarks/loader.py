@@ -11,7 +11,9 @@ the same seeds (1024 per batch, fanouts [15, 10]):
   20% of the nodes, the 20% caches with prefetch 2 (two batches made at once on threads of
   the trainer process), and the static one also with prefetch 4, with the server and the trainer
   each pinned to its own half of the cores (the rest share them all), with replies over the
-  socket only (no shared-memory segments), and with 2 loader worker processes;
+  socket only (no shared-memory segments), the same across a 10 Gbit/s link (a server in a
+  network namespace whose loopback `tc ... tbf` caps; ``benchmarks.link``, root only), and with
+  2 loader worker processes;
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
   through the remote backend (20% static+SIEVE cache, prefetch 2);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M);
@@ -55,6 +57,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from benchmarks.link import capped_loopback
 from gnnstore.backend.server_process import ServerProcess
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
@@ -65,6 +68,9 @@ NODE_ATTRS = ("x", "y", "train_mask", "val_mask", "test_mask")
 NUM_CLASSES = 10
 TARGET = "remote: static 20%, prefetch 2"
 """The issue's target row: a 20% cache and prefetch 2, at 0.8x in-memory batches/s or better."""
+SOCKET_ONLY = f"{TARGET}, socket only"
+"""The target row as a trainer on another machine gets it: no shared-memory replies."""
+LINK_RATE = "10gbit"
 
 
 @dataclass(frozen=True)
@@ -322,6 +328,17 @@ def cpu_ceiling(target: Result, engine: Result, base: float) -> str:
     )
 
 
+def _across_a_link(data_dir: Path, work: Path, phase: Phase, seeds: Tensor) -> list[Result]:
+    """``phase`` against a server behind a loopback capped at ``LINK_RATE`` (``benchmarks.link``),
+    or no row where this machine cannot make one."""
+    with capped_loopback(LINK_RATE) as refused:
+        if refused:
+            print(f"{phase.name}: skipped ({refused})", flush=True)
+            return []
+        with ServerProcess(data_dir, "--read-only", log=work / "server-link.log", startup_timeout=3600) as far:
+            return [in_fresh_process(replace(phase, address=far.address, server_pid=far.proc.pid), seeds)]
+
+
 def paired_rounds(engine: Phase, remotes: list[Phase], seeds: Tensor, rounds: int) -> list[list[Result]]:
     """The in-memory engine and each of ``remotes`` run back to back, ``rounds`` times: on a
     machine whose speed drifts, each round's ratios compare rows measured minutes apart at most."""
@@ -437,9 +454,13 @@ def main() -> None:
                 policy="static", prefetch=2, apart=True,
             ), seeds))
             results.append(in_fresh_process(replace(  # what shared-memory replies bring
-                remote, name="remote: static 20%, prefetch 2, socket only", cache_fraction=0.2,
+                remote, name=SOCKET_ONLY, cache_fraction=0.2,
                 policy="static", prefetch=2, shared_memory=False,
             ), seeds))
+            results += _across_a_link(data_dir, work, replace(
+                remote, name=f"{SOCKET_ONLY}, 10 Gbit/s link", cache_fraction=0.2, policy="static",
+                prefetch=2, shared_memory=False,
+            ), seeds)
             results.append(in_fresh_process(replace(  # worker processes instead of threads
                 remote, name="remote: static 20%, prefetch 2, 2 workers", cache_fraction=0.2,
                 policy="static", prefetch=2, workers=2,
