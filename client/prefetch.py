@@ -44,6 +44,7 @@ import torch
 from torch.utils.data import DataLoader
 from torch_geometric.loader import LinkLoader, NodeLoader
 
+from gnnstore.client.remote_sampler import RemoteNeighborSampler
 from gnnstore.common.errors import InvalidRequestError
 
 logger = logging.getLogger(__name__)
@@ -308,11 +309,10 @@ class _ConcurrentEpoch(Generic[T]):
     def _sample(self, index: Any, seed: int, reads_ahead: int) -> Any:
         """PyG's ``collate_fn`` without its ``filter_fn``: the sampler's output for ``index``,
         ``reads_ahead`` batches of this epoch being read before it."""
-        with self._sampler.using_seed(seed, reads_ahead):
-            inputs = self._loader.input_data[index]
-            if isinstance(self._loader, NodeLoader):
-                return self._loader.node_sampler.sample_from_nodes(inputs)
-            return self._loader.link_sampler.sample_from_edges(inputs, neg_sampling=self._loader.neg_sampling)
+        inputs = self._loader.input_data[index]
+        if isinstance(self._loader, NodeLoader):
+            return self._sampler.sample_nodes(inputs, seed=seed, reads_ahead=reads_ahead)
+        return self._sampler.sample_edges(inputs, self._loader.neg_sampling, seed=seed, reads_ahead=reads_ahead)
 
     def _assemble(self, sampled: Future) -> T:
         batch = self._loader.filter_fn(sampled.result())
@@ -339,13 +339,12 @@ class _ConcurrentEpoch(Generic[T]):
                 pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _seed_claiming_sampler(loader: object) -> Any:
+def _seed_claiming_sampler(loader: object) -> RemoteNeighborSampler | None:
     """The sampler of a PyG loader that ``_ConcurrentEpoch`` can drive, else ``None``."""
     if not isinstance(loader, (NodeLoader, LinkLoader)) or loader.num_workers or loader.batch_sampler is None:
         return None
     sampler = loader.node_sampler if isinstance(loader, NodeLoader) else loader.link_sampler
-    has = all(callable(getattr(sampler, name, None)) for name in ("claim_seed", "using_seed"))
-    return sampler if has and isinstance(getattr(sampler, "claimed", None), int) else None
+    return sampler if isinstance(sampler, RemoteNeighborSampler) else None
 
 
 def _index_batches(loader: NodeLoader | LinkLoader) -> DataLoader:

@@ -18,10 +18,9 @@ batch's tensors are views of it.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -71,8 +70,9 @@ class RemoteNeighborSampler(BaseSampler):
             repeats a run, per worker as the DataLoader seeds them); an int makes request ``i``
             of each worker use a seed derived from ``(seed, worker, i)``. A ``Prefetcher``
             making batches on several threads claims each batch's seed in loader order
-            (``claim_seed`` / ``using_seed``; with ``seed=None`` from its epoch's own random
-            stream), so thread timing never changes a batch.
+            (``claim_seed``, then passes it to ``sample_nodes`` / ``sample_edges``; with
+            ``seed=None`` from its epoch's own random stream), so thread timing never changes
+            a batch.
         feature_store: the loader's :class:`RemoteFeatureStore`; its rows for the sampled
             nodes then travel in the sampling RPC.
         timeout: deadline of each sampling RPC (default: the connection's).
@@ -105,18 +105,16 @@ class RemoteNeighborSampler(BaseSampler):
         self.claimed = 0
         """Request seeds claimed so far in this process (with ``seed``, the next one's number)."""
         self._claim_lock = threading.Lock()
-        self._claimed = threading.local()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        # Neither a lock nor a thread-local can be pickled; each process counts anew.
-        state.update(claimed=0, _claim_lock=None, _claimed=None)
+        # A lock cannot be pickled; each process counts anew.
+        state.update(claimed=0, _claim_lock=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._claim_lock = threading.Lock()
-        self._claimed = threading.local()
 
     def claim_seed(self) -> int:
         """The seed of the next request, taken now (call in batch order)."""
@@ -126,16 +124,6 @@ class RemoteNeighborSampler(BaseSampler):
             return int(torch.randint(1 << 62, ()))
         return seeded_call_seed(self.seed, call)
 
-    @contextlib.contextmanager
-    def using_seed(self, seed: int, reads_ahead: int = 0) -> Iterator[None]:
-        """Requests this thread sends inside the block use ``seed`` (claimed by ``claim_seed``);
-        ``reads_ahead`` batches are read before this one's (see ``FeatureExchange.request``)."""
-        self._claimed.seed, self._claimed.reads_ahead = seed, reads_ahead
-        try:
-            yield
-        finally:
-            self._claimed.seed, self._claimed.reads_ahead = None, 0
-
     @property
     def edge_permutation(self) -> None:
         """``None``: ``edge`` already holds the server's edge ids."""
@@ -144,7 +132,21 @@ class RemoteNeighborSampler(BaseSampler):
     def sample_from_nodes(
         self, index: NodeSamplerInput, **kwargs: Any
     ) -> SamplerOutput | HeteroSamplerOutput:
-        """Sample around the seeds of ``index`` (**global** ids) in one RPC.
+        """PyG's entry point: ``sample_nodes`` with a request seed claimed now."""
+        return self.sample_nodes(index, seed=self.claim_seed())
+
+    def sample_from_edges(
+        self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """PyG's entry point: ``sample_edges`` with a request seed claimed now."""
+        return self.sample_edges(index, neg_sampling, seed=self.claim_seed())
+
+    def sample_nodes(
+        self, index: NodeSamplerInput, *, seed: int, reads_ahead: int = 0
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """Sample around the seeds of ``index`` (**global** ids) in one RPC, with the request
+        seed ``seed`` (from ``claim_seed``), ``reads_ahead`` batches being read before this
+        one (a prefetcher's; see ``FeatureExchange.request``).
 
         Raises:
             InvalidRequestError: no seeds, an id out of range, bad fanouts, seed times.
@@ -152,13 +154,14 @@ class RemoteNeighborSampler(BaseSampler):
             ServerUnavailableError: the server is unreachable or missed the deadline.
         """
         request = node_input_to_proto(index)
-        self._prepare(request)
+        self._prepare(request, seed, reads_ahead)
         return self._sample("SampleFromNodes", request)
 
-    def sample_from_edges(
-        self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
+    def sample_edges(
+        self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None, *, seed: int, reads_ahead: int = 0
     ) -> SamplerOutput | HeteroSamplerOutput:
-        """Sample around seed links (global endpoint ids) and their negatives in one RPC.
+        """Sample around seed links (global endpoint ids) and their negatives in one RPC;
+        ``seed`` and ``reads_ahead`` as for ``sample_nodes``.
 
         Label indices in the metadata are **local**; ``n_id[dst_neg_index]`` are the
         negatives' global ids.
@@ -169,21 +172,15 @@ class RemoteNeighborSampler(BaseSampler):
             ServerUnavailableError: the server is unreachable or missed the deadline.
         """
         request = edge_input_to_proto(index, neg_sampling)
-        self._prepare(request)
+        self._prepare(request, seed, reads_ahead)
         return self._sample("SampleFromEdges", request)
 
-    def _prepare(self, request: Any) -> None:
+    def _prepare(self, request: Any, seed: int, reads_ahead: int) -> None:
         request.options.CopyFrom(
-            options_to_proto(
-                self.num_neighbors,
-                replace=self.replace,
-                disjoint=self.disjoint,
-                seed=self._request_seed(),
-            )
+            options_to_proto(self.num_neighbors, replace=self.replace, disjoint=self.disjoint, seed=seed)
         )
         if self.feature_store is not None:
             attrs = [(s.group_name, s.attr_name) for s in self.feature_store.schema()]
-            reads_ahead = getattr(self._claimed, "reads_ahead", 0)
             request.features.CopyFrom(self.feature_store.exchange.request(attrs, reads_ahead))
 
     def _sample(
@@ -209,10 +206,6 @@ class RemoteNeighborSampler(BaseSampler):
         if self.feature_store is not None:
             self.feature_store.exchange.deliver(out, rows)
         return out
-
-    def _request_seed(self) -> int:
-        claimed = getattr(self._claimed, "seed", None)
-        return self.claim_seed() if claimed is None else claimed
 
 
 def _connection(client: str | Connection | RemoteFeatureStore | RemoteGraphStore) -> Connection:

@@ -21,8 +21,7 @@ CALLS = 12
 
 def _sample(sampler: RemoteNeighborSampler, seed: int) -> SamplerOutput:
     seeds = torch.arange(seed % 7, 200, 7)
-    with sampler.using_seed(seed):
-        return sampler.sample_from_nodes(NodeSamplerInput(input_id=torch.arange(seeds.numel()), node=seeds))
+    return sampler.sample_nodes(NodeSamplerInput(input_id=torch.arange(seeds.numel()), node=seeds), seed=seed)
 
 
 def _sampling_thread_names() -> list[str]:
