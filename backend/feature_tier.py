@@ -39,7 +39,7 @@ from torch import Tensor
 
 from gnnstore.backend.disk import full_disk_as_error, preallocated_npy
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
-from gnnstore.proto.reply_segment import Allocate
+from gnnstore.common.allocate import Allocate
 from gnnstore.common.row_copy import copy_rows, row_words
 
 logger = logging.getLogger(__name__)

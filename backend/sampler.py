@@ -32,7 +32,7 @@ from torch_geometric.typing import NodeType
 from gnnstore.backend.sampling_engine import Fanouts, SamplingEngine
 from gnnstore.backend.topology import TopologySnapshot, edge_ends
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from gnnstore.proto.reply_segment import Allocate
+from gnnstore.common.allocate import Allocate
 from gnnstore.proto.sample_codec import seeded_call_seed
 
 __all__ = ["Fanouts", "SamplingEngine", "SnapshotNeighborSampler"]

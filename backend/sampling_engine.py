@@ -28,7 +28,7 @@ from gnnstore.backend import sampling_kernels as kernels
 from gnnstore.backend.topology import TopologySnapshot, edge_ends, index_dtype
 from gnnstore.common.graph_types import checked_edge_type
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from gnnstore.proto.reply_segment import Allocate
+from gnnstore.common.allocate import Allocate
 
 logger = logging.getLogger(__name__)
 

@@ -33,7 +33,8 @@ from gnnstore.backend.topology import edge_ends
 from gnnstore.backend.work_budget import GraphBounds, sampled_edges_bound
 from gnnstore.proto.codec import describe
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
-from gnnstore.proto.reply_segment import ALIGNMENT, Allocate, ArrayWriter
+from gnnstore.common.allocate import Allocate
+from gnnstore.proto.reply_segment import ALIGNMENT, ArrayWriter
 from gnnstore.proto.sample_codec import NodeRows, NeighborCounts, RowRequest, distinct_in_order
 
 logger = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from gnnstore.backend.topology import edge_ends
 from gnnstore.backend.work_budget import GraphBounds
 from gnnstore.config import ServerConfig
 from gnnstore.common.errors import GnnStoreError, InvalidRequestError, PreconditionError
-from gnnstore.proto.reply_segment import Allocate
+from gnnstore.common.allocate import Allocate
 from gnnstore.proto.sample_codec import NeighborCounts
 from gnnstore.stores.data_dir import FEATURE_TIER, FEATURES, GRAPH, IDMAP, SNAPSHOTS, Stores, open_stores
 from gnnstore.stores.id_map import IdMap

@@ -21,7 +21,7 @@ from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
 from gnnstore.backend.feature_tier import Change, FeatureTier, TierSnapshot
-from gnnstore.proto.reply_segment import Allocate
+from gnnstore.common.allocate import Allocate
 from gnnstore.stores.row_index import resolve_index
 
 logger = logging.getLogger(__name__)

@@ -43,12 +43,6 @@ HEADER_BYTES = ALIGNMENT
 _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
 
-class Allocate(Protocol):
-    """Makes an uninitialised tensor, as ``torch.empty`` does (or in a reply segment: ``ReplyWriter.empty``)."""
-
-    def __call__(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor: ...
-
-
 class ArrayWriter(Protocol):
     """Where a reply's arrays go instead of protobuf ``bytes`` fields: a reply segment
     (``ReplyWriter``) or the reply's payload (``reply_payload.PayloadWriter``)."""
