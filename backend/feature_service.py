@@ -11,8 +11,8 @@ from torch_geometric.data import FeatureStore, TensorAttr
 from gnnstore.backend.error_translation import translate_errors
 from gnnstore.proto import feature_pb2, feature_pb2_grpc
 from gnnstore.proto.codec import (
-    attr_name_from_wire,
     attr_key_from_proto,
+    attr_name_from_wire,
     attr_schema_to_proto,
     describe,
     ids_from_proto,

@@ -71,6 +71,7 @@ TARGET = "remote: static 20%, prefetch 2"
 SOCKET_ONLY = f"{TARGET}, socket only"
 """The target row as a trainer on another machine gets it: no shared-memory replies."""
 LINK_RATE = "10gbit"
+"""The link between hosts the cross-host row stands in for (``tc`` units)."""
 
 
 @dataclass(frozen=True)

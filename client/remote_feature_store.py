@@ -19,8 +19,8 @@ from gnnstore.client.channel import Connection, as_connection
 from gnnstore.client.feature_exchange import FeatureExchange
 from gnnstore.proto import feature_pb2
 from gnnstore.proto.codec import (
-    attr_name_to_wire,
     attr_key_to_proto,
+    attr_name_to_wire,
     attr_schema_from_proto,
     ids_to_proto,
     node_type_to_proto,

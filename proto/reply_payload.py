@@ -20,9 +20,9 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
+import grpc
 import numpy as np
 import torch
-import grpc
 from google.protobuf.message import Message
 from torch import Tensor
 
@@ -127,7 +127,7 @@ def read_sample_reply(data: bytes) -> ReceivedSample:
                 raise ValueError("a field runs past the end of the reply")
             if field == PAYLOAD_FIELD:
                 message = graph_pb2.SampleResponse.FromString(bytes(view[:field_start]) + bytes(view[end:]))
-                return ReceivedSample(message, memoryview(bytearray(view[position:end])))
+                return ReceivedSample(message, memoryview(bytearray(view[position:end])) if length else None)
             position = end
         elif wire_type == 0:
             _, position = _read_varint(view, position)

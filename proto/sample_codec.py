@@ -22,10 +22,10 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from . import common_pb2, graph_pb2
 from .codec import (
-    attr_name_from_wire,
-    attr_name_to_wire,
     attr_key_from_proto,
     attr_key_to_proto,
+    attr_name_from_wire,
+    attr_name_to_wire,
     describe,
     edge_type_from_proto,
     edge_type_to_proto,

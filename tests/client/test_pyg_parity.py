@@ -3,10 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import torch
-from torch_geometric.data import Data, HeteroData
-from torch_geometric.data import TensorAttr
+from torch_geometric.data import Data, HeteroData, TensorAttr
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 

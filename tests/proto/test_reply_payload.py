@@ -58,6 +58,12 @@ def test_the_client_reads_the_message_and_a_writable_payload_apart() -> None:
     assert torch.equal(ids_from_proto(received.message.node[0].ids, shared=received.payload), torch.arange(300) * 3)
 
 
+def test_a_reply_with_an_empty_payload_reads_as_none() -> None:
+    message = graph_pb2.SampleResponse(hetero=True)
+    received = read_sample_reply(ReplyWithPayload(message, PayloadWriter()).serialize())
+    assert received.message == message and received.payload is None
+
+
 def test_a_reply_without_payload_reads_whole() -> None:
     message = graph_pb2.SampleResponse(hetero=True)
     message.node.add(ids=ids_to_proto(torch.arange(5)))
