@@ -200,7 +200,9 @@ class RemoteNeighborSampler(BaseSampler):
                 segments.discard(segment)
             raise
         reply = received.message
-        shared = received.payload if segment is None else segments.lend(segment, reply)
+        shared = None if segment is None else segments.lend(segment, reply)
+        if shared is None:  # no segment, or the server refused it: the arrays came in the payload
+            shared = received.payload
         out = output_from_proto(reply, shared)
         rows = [node_rows_from_proto(r, shared) for r in reply.features]
         if self.feature_store is not None:

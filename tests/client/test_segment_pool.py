@@ -101,7 +101,7 @@ def test_a_segment_the_server_cannot_open_is_refused_and_the_reply_travels_inlin
     request.reply_segment.CopyFrom(
         graph_pb2.ReplySegment(pid=no_such_pid, fd=3, inode=7, size=1 << 20, nonce=bytes(16))
     )
-    reply = fs.connection.call("GraphService", "SampleFromNodes", request)
+    reply = fs.connection.call("GraphService", "SampleFromNodes", request).message
     assert f"cannot open the reply segment (pid {no_such_pid}, fd 3)" in reply.reply_segment.refused
     assert "/proc" not in reply.reply_segment.refused
     assert not reply.reply_segment.used and reply.node[0].ids.data
@@ -111,3 +111,24 @@ def test_a_segment_the_server_cannot_open_is_refused_and_the_reply_travels_inlin
     assert pool.refused == reply.reply_segment.refused
     assert pool.acquire() is None and pool.idle == 0  # refused once: the socket from then on
     assert fs.connection.is_serving()
+
+
+def test_a_sampler_whose_segment_is_refused_decodes_the_reply_from_the_payload(
+    homo_server: ServerProcess, homo_graph: Data,
+) -> None:
+    """A server that cannot use the offered segment (another container, another user) sends the
+    arrays in the payload; the sampler must read them there."""
+    from gnnstore.proto.reply_segment import ReplySegment
+
+    fs, _ = connect(homo_server.address, shared_memory=True)
+    pool = fs.connection.reply_segments()
+    wrong = ReplySegment(1 << 20)
+    wrong.message.nonce = bytes(16)  # the server checks it and refuses the segment
+    pool._free.append(wrong)  # the next call offers this one
+    seeds = NodeSamplerInput(input_id=None, node=torch.tensor([4, 2, 9]))
+    refused = RemoteNeighborSampler(fs, [3], seed=5, feature_store=fs).sample_from_nodes(seeds)
+    assert pool.refused is not None and "nonce" in pool.refused
+    plain_fs, _ = connect(homo_server.address, shared_memory=False)
+    plain = RemoteNeighborSampler(plain_fs, [3], seed=5, feature_store=plain_fs).sample_from_nodes(seeds)
+    assert torch.equal(refused.node, plain.node) and torch.equal(refused.row, plain.row)
+    assert torch.equal(fs.get_tensor(None, "x", refused.node), homo_graph.x[refused.node])
