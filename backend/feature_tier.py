@@ -138,7 +138,7 @@ class TierSnapshot:
         if found is None:
             have = sorted(f"{g!r}.{a!r}" for g, a in self.arrays)
             raise NotFoundError(
-                f"feature tier {self.path} (store version {self.version}) has no attr "
+                f"the feature tier (store version {self.version}) has no attr "
                 f"{attr_name!r} of node type {group_name!r} (has: {', '.join(have) or 'none'})"
             )
         return found

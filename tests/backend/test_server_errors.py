@@ -64,6 +64,18 @@ def test_unknown_attr_is_not_found_by_name(server: ServerProcess, graph: HeteroD
     _still_serving(server, graph)
 
 
+def test_a_raw_multiget_of_an_unknown_or_unnamed_attr_names_it_without_a_path(
+    server: ServerProcess, graph: HeteroData
+) -> None:
+    for name, shown in (("colour", "'colour'"), ("", "None")):  # '' is PyG's attr_name=None on the wire
+        request = feature_pb2.MultiGetRequest()
+        request.queries.add(group=node_type_to_proto("paper"), attr_names=[name], index=ids_to_proto([0]))
+        with pytest.raises(NotFoundError, match=f"no attr {shown} of node type 'paper'") as caught:
+            Connection(server.address).call("FeatureService", "MultiGet", request)
+        assert "/" not in str(caught.value)  # never the data directory's path
+    _still_serving(server, graph)
+
+
 def test_unknown_node_type_is_not_found(server: ServerProcess, graph: HeteroData) -> None:
     with pytest.raises(NotFoundError, match="venue"):
         _sample(server, torch.tensor([0]), node_type="venue")
