@@ -39,7 +39,7 @@ def capped_loopback(rate: str) -> Iterator[str | None]:
         yield f"`{' '.join(exc.cmd[:6])}` failed: {exc.stderr.strip()}"
         return
     try:
-        with open("/proc/self/ns/net") as home, open(f"/run/netns/{name}") as capped:
+        with open("/proc/thread-self/ns/net") as home, open(f"/run/netns/{name}") as capped:
             _setns(capped.fileno())
             try:
                 yield None
