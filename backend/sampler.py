@@ -150,11 +150,8 @@ class SnapshotNeighborSampler(BaseSampler):
             raise InvalidRequestError(
                 f"a homogeneous graph takes seed links without an edge type, got {input_type!r}"
             )
-        if input_type is not None and input_type not in self.engine.snapshot.edges:
-            raise NotFoundError(
-                f"seed links of edge type {input_type!r}, which the graph does not have "
-                f"(has: {list(self.engine.snapshot.edges)})"
-            )
+        # An edge type the graph lacks is fine when its node types exist: as in PyG, the links
+        # to predict may be of a relation with no edges yet; the seeds are their endpoints.
         src, dst = edge_ends(input_type)
         for name, nt, ids in (("source", src, index.row), ("destination", dst, index.col)):
             if nt not in counts:

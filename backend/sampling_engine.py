@@ -269,6 +269,9 @@ class SamplingEngine:
         col = {et: _tensor(run.cols[et], allocate) for et in self.edge_types}
         edge = {et: _tensor(run.edges[et], allocate) for et in self.edge_types}
         if not self.is_hetero:
+            if None not in self.edge_types:  # a graph of nodes alone: every hop finds nothing
+                row[None], col[None], edge[None] = (_tensor([], allocate) for _ in range(3))
+                run.num_sampled_edges[None] = [0] * (len(run.num_sampled_nodes[None]) - 1)
             return SamplerOutput(
                 node=node[None], row=row[None], col=col[None], edge=edge[None],
                 batch=None if batch is None else batch[None],

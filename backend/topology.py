@@ -113,8 +113,9 @@ class TopologySnapshot:
 
     @property
     def is_hetero(self) -> bool:
-        """False for PyG's homogeneous convention (a single edge type ``None``)."""
-        return list(self.edges) != [None]
+        """False for PyG's homogeneous convention (the single node type ``None``; edges, if any,
+        of the single edge type ``None``)."""
+        return list(self.num_nodes) != [None]
 
     @property
     def node_types(self) -> list[NodeType | None]:

@@ -18,6 +18,7 @@ batch's tensors are views of it.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -33,7 +34,7 @@ from torch_geometric.sampler import (
     NumNeighbors,
     SamplerOutput,
 )
-from torch_geometric.typing import EdgeType
+from torch_geometric.typing import DEFAULT_REL, EdgeType
 
 from gnnstore.client.channel import Connection
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
@@ -171,9 +172,22 @@ class RemoteNeighborSampler(BaseSampler):
             NotFoundError: an unknown edge or node type.
             ServerUnavailableError: the server is unreachable or missed the deadline.
         """
+        if isinstance(index.input_type, tuple) and len(index.input_type) == 2:
+            index = dataclasses.replace(index, input_type=self._canonical(index.input_type))
         request = edge_input_to_proto(index, neg_sampling)
         self._prepare(request, seed, reads_ahead)
         return self._sample("SampleFromEdges", request)
+
+    def _canonical(self, pair: tuple[str, str]) -> EdgeType | tuple[str, str]:
+        """A ``(src, dst)`` pair as PyG's ``HeteroData`` reads it: the one served edge type from
+        ``src`` to ``dst``, else ``(src, 'to', dst)`` when there is none (a relation without
+        edges yet, whose links a loader may still predict); several stay ambiguous."""
+        src, dst = pair
+        matches = [a.edge_type for a in RemoteGraphStore(self.connection).get_all_edge_attrs()
+                   if a.edge_type[0] == src and a.edge_type[-1] == dst]
+        if len(set(matches)) == 1:
+            return matches[0]
+        return (src, DEFAULT_REL, dst) if not matches else pair
 
     def _prepare(self, request: Any, seed: int, reads_ahead: int) -> None:
         request.options.CopyFrom(

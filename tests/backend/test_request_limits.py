@@ -187,7 +187,7 @@ def test_an_unparsable_body_is_invalid_and_says_so(server: ServerProcess) -> Non
     assert "could not parse the SampleFromNodes request" in refused.value.details()
 
 
-def test_seed_links_of_an_edge_type_the_graph_lacks_are_not_found(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_seed_links_need_node_types_the_graph_has_not_an_edge_type(tmp_path_factory: pytest.TempPathFactory) -> None:
     from gnnstore.ingest.generator import generate_hetero_graph
 
     hetero = generate_hetero_graph(30, 20, 4, num_features=4, seed=1)
@@ -196,7 +196,15 @@ def test_seed_links_of_an_edge_type_the_graph_lacks_are_not_found(tmp_path_facto
         sampler = RemoteNeighborSampler(process.address, [2])
         from torch_geometric.sampler import EdgeSamplerInput
 
+        def links(edge_type: tuple[str, str, str]) -> EdgeSamplerInput:
+            return EdgeSamplerInput(input_id=None, row=torch.tensor([0]), col=torch.tensor([1]), input_type=edge_type)
+
+        unknown = ("nobody", "funds", "paper")
+        _refused(NotFoundError, "link source type 'nobody' of",
+                 lambda: sampler.sample_from_edges(links(unknown)))
+        # A relation without edges between node types the graph has: its links can still be
+        # predicted, as in PyG; the seeds are their endpoints.
         absent = ("institution", "funds", "paper")
         assert absent not in hetero.edge_types
-        links = EdgeSamplerInput(input_id=None, row=torch.tensor([0]), col=torch.tensor([0]), input_type=absent)
-        _refused(NotFoundError, "which the graph does not have", lambda: sampler.sample_from_edges(links))
+        out = sampler.sample_from_edges(links(absent))
+        assert out.node["institution"][0] == 0 and out.node["paper"][0] == 1
