@@ -121,19 +121,17 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
 
     def SampleFromNodes(
         self, request: graph_pb2.SampleFromNodesRequest, context: grpc.ServicerContext
-    ) -> Iterator[graph_pb2.SampleResponse | bytes]:
+    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_nodes, with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromNodes"):
-            reply = self._sampling.run(context.peer(), lambda: self._sample_from_nodes(request))
-        yield from _wire_messages(reply)
+            return self._sampling.run(context.peer(), lambda: self._sample_from_nodes(request))
 
     def SampleFromEdges(
         self, request: graph_pb2.SampleFromEdgesRequest, context: grpc.ServicerContext
-    ) -> Iterator[graph_pb2.SampleResponse | bytes]:
+    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_edges (negatives included), with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromEdges"):
-            reply = self._sampling.run(context.peer(), lambda: self._sample_from_edges(request))
-        yield from _wire_messages(reply)
+            return self._sampling.run(context.peer(), lambda: self._sample_from_edges(request))
 
     def HotNodes(
         self, request: graph_pb2.HotNodesRequest, context: grpc.ServicerContext
@@ -229,15 +227,6 @@ def _sampling_flags(options: graph_pb2.SamplingOptions) -> dict[str, object]:
         "disjoint": options.disjoint,
         "seed": options.seed if options.HasField("seed") else None,
     }
-
-
-def _wire_messages(reply: graph_pb2.SampleResponse | ReplyWithPayload) -> Iterator[graph_pb2.SampleResponse | bytes]:
-    """A sampling reply as the messages sent: a payload's parts already serialised (the metrics
-    interceptor passes bytes through), else the one message."""
-    if isinstance(reply, ReplyWithPayload):
-        yield from reply.wire_messages()
-    else:
-        yield reply
 
 
 def _chunks(first: Tensor, second: Tensor, size: int) -> Iterator[graph_pb2.EdgeIndexChunk]:

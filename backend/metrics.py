@@ -15,6 +15,7 @@ import numpy as np
 
 from gnnstore.backend.auth import ANONYMOUS, Principal
 from gnnstore.proto.network import RETRY_KEY
+from gnnstore.proto.reply_payload import ReplyWithPayload
 
 LATENCY_WINDOW = 10_000
 """Latencies kept per method for the percentiles (the most recent ones)."""
@@ -143,8 +144,8 @@ class MetricsInterceptor(grpc.ServerInterceptor):
     per client (``identify`` tells who made a call; default: everyone is ``ANONYMOUS``).
 
     Bytes are counted where the messages are (de)serialised, so no message is encoded twice
-    just to be measured; the parts of a sampling reply's payload come already serialised
-    (``bytes``) and pass through. Since every request (the health check's too) is parsed here, a body
+    just to be measured; a sampling reply with a payload (``ReplyWithPayload``) serialises
+    itself here. Since every request (the health check's too) is parsed here, a body
     that does not parse is answered here: ``INVALID_ARGUMENT`` saying so, where grpcio would
     answer ``INTERNAL``.
     """
@@ -182,7 +183,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 return len(data), UNPARSABLE
 
         def write(message: Any) -> bytes:
-            data = message if isinstance(message, bytes) else serialize(message)
+            data = message.serialize() if isinstance(message, ReplyWithPayload) else serialize(message)
             if measured:
                 self._metrics.record_sent(method, len(data), client)
             return data

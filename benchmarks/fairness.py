@@ -56,7 +56,7 @@ def hog(address: str, nodes: int, stop: multiprocessing.Event, sent: multiproces
 
     limit = 1 << 30
     channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", limit)])
-    call = channel.unary_stream("/gnnstore.v1.GraphService/SampleFromNodes")
+    call = channel.unary_unary("/gnnstore.v1.GraphService/SampleFromNodes")
 
     def loop(thread: int) -> None:
         generator = torch.Generator().manual_seed(thread)
@@ -64,8 +64,7 @@ def hog(address: str, nodes: int, stop: multiprocessing.Event, sent: multiproces
             request = node_input_to_proto(NodeSamplerInput(input_id=None, node=torch.randint(nodes, (HOG[1],), generator=generator)))
             request.options.CopyFrom(options_to_proto(HOG[0], replace=False, disjoint=False, seed=thread))
             request.accept_payload = True  # as the SDK asks: arrays after the message, not in it
-            for _ in call(request.SerializeToString(), timeout=600):
-                pass
+            call(request.SerializeToString(), timeout=600)
             with sent.get_lock():
                 sent.value += 1
 

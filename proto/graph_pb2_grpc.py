@@ -44,12 +44,12 @@ class GraphServiceStub:
                 request_serializer=gnnstore_dot_v1_dot_graph__pb2.GetEdgeIndexRequest.SerializeToString,
                 response_deserializer=gnnstore_dot_v1_dot_graph__pb2.EdgeIndexChunk.FromString,
                 _registered_method=True)
-        self.SampleFromNodes = channel.unary_stream(
+        self.SampleFromNodes = channel.unary_unary(
                 '/gnnstore.v1.GraphService/SampleFromNodes',
                 request_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleFromNodesRequest.SerializeToString,
                 response_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleResponse.FromString,
                 _registered_method=True)
-        self.SampleFromEdges = channel.unary_stream(
+        self.SampleFromEdges = channel.unary_unary(
                 '/gnnstore.v1.GraphService/SampleFromEdges',
                 request_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleFromEdgesRequest.SerializeToString,
                 response_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleResponse.FromString,
@@ -80,16 +80,13 @@ class GraphServiceServicer:
 
     def SampleFromNodes(self, request, context):
         """PyG's sample_from_nodes on the server's engine; optionally with the sampled nodes' features.
-        The reply is one SampleResponse, sent as one or more messages: a payload longer than a
-        part's limit continues in further messages that carry only `payload`; concatenate them.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SampleFromEdges(self, request, context):
-        """PyG's sample_from_edges (negative sampling included) on the server's engine; the reply as
-        SampleFromNodes's.
+        """PyG's sample_from_edges (negative sampling included) on the server's engine.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -115,12 +112,12 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     request_deserializer=gnnstore_dot_v1_dot_graph__pb2.GetEdgeIndexRequest.FromString,
                     response_serializer=gnnstore_dot_v1_dot_graph__pb2.EdgeIndexChunk.SerializeToString,
             ),
-            'SampleFromNodes': grpc.unary_stream_rpc_method_handler(
+            'SampleFromNodes': grpc.unary_unary_rpc_method_handler(
                     servicer.SampleFromNodes,
                     request_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleFromNodesRequest.FromString,
                     response_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleResponse.SerializeToString,
             ),
-            'SampleFromEdges': grpc.unary_stream_rpc_method_handler(
+            'SampleFromEdges': grpc.unary_unary_rpc_method_handler(
                     servicer.SampleFromEdges,
                     request_deserializer=gnnstore_dot_v1_dot_graph__pb2.SampleFromEdgesRequest.FromString,
                     response_serializer=gnnstore_dot_v1_dot_graph__pb2.SampleResponse.SerializeToString,
@@ -206,7 +203,7 @@ class GraphService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_stream(
+        return grpc.experimental.unary_unary(
             request,
             target,
             '/gnnstore.v1.GraphService/SampleFromNodes',
@@ -233,7 +230,7 @@ class GraphService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_stream(
+        return grpc.experimental.unary_unary(
             request,
             target,
             '/gnnstore.v1.GraphService/SampleFromEdges',

@@ -6,24 +6,18 @@ serialised bytes), each copy one long C call that stalled every other request's 
 its length (~30 ms for a 120 MB reply). When a request accepts it (``accept_payload``) and
 offered no reply segment, ``PayloadWriter`` stands in for the segment's writer: ``place``
 only notes each array and its 64-byte aligned offset, the Tensor messages point there as they
-would into a segment (``shared``), and ``ReplyWithPayload.wire_messages`` writes the message
-and then the arrays straight into the ``bytes`` gRPC sends, with ``ctypes.memmove`` (which
-releases the GIL). ``SampleResponse.payload`` is the last field on the wire.
+would into a segment (``shared``), and ``ReplyWithPayload.serialize`` writes the message and
+then the arrays straight into the one ``bytes`` object gRPC sends, with ``ctypes.memmove``
+(which releases the GIL). ``SampleResponse.payload`` is the last field on the wire.
 
-grpcio copies each message it sends once more, holding the GIL (a 100 MB reply stalled every
-other call's Python ~30 ms: a trainer's batch beside one huge request took 3x its time alone).
-So the sampling methods stream their reply: a payload longer than ``PART_BYTES`` continues in
-further messages that carry only the payload, and no copy under the GIL is longer than ~1 ms.
-
-On the client, ``graph_stub``'s sampling methods read each message with ``read_sample_part``
-(it parses only the message before the payload) and ``join_sample_parts`` copies the payload
-once into a writable buffer the batch's tensors view. Parsing the payload as a protobuf field,
-reading it and copying it again cost ~7 ms of the trainer's CPU for a 6 MB reply (upb).
+On the client, ``read_sample_reply`` (the sampling methods' response deserializer, wired in by
+``graph_stub``) parses only the message before the payload and copies the payload once into
+a writable buffer the batch's tensors view. Parsing the payload as a protobuf field, reading
+it and copying it again cost ~7 ms of the trainer's CPU for a 6 MB reply (upb, one thread).
 """
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import grpc
@@ -34,9 +28,6 @@ from torch import Tensor
 
 from . import graph_pb2, graph_pb2_grpc
 from .reply_segment import aligned
-
-PART_BYTES = 4 << 20
-"""Payload bytes in one message of a sampling reply: grpcio's copy of it holds the GIL ~1 ms."""
 
 PAYLOAD_FIELD = graph_pb2.SampleResponse.DESCRIPTOR.fields_by_name["payload"].number
 """``SampleResponse.payload``'s field number, read from the stubs so the two never drift."""
@@ -79,33 +70,17 @@ class ReplyWithPayload:
     message: Message
     payload: PayloadWriter
 
-    def wire_messages(self, part_bytes: int = PART_BYTES) -> Iterator[bytes]:
-        """The reply's wire messages: the message's fields with the payload's first
-        ``part_bytes``, then one message per further part holding only the payload field."""
-        head, start = self.message.SerializeToString(), 0
-        while True:
-            end = min(start + part_bytes, self.payload.size)
-            yield self._part(head, start, end)
-            head, start = b"", end
-            if start >= self.payload.size:
-                return
-
-    def _part(self, head: bytes, start: int, end: int) -> bytes:
-        """``head`` and a payload field holding the payload's bytes ``start:end``."""
-        head += _field_prefix(PAYLOAD_FIELD, end - start)
-        out = _new_bytes(None, len(head) + end - start)  # contents uninitialised: filled here
+    def serialize(self) -> bytes:
+        """The message's wire bytes followed by the payload field."""
+        head = self.message.SerializeToString() + _field_prefix(PAYLOAD_FIELD, self.payload.size)
+        out = _new_bytes(None, len(head) + self.payload.size)  # contents uninitialised: filled here
         base = ctypes.cast(ctypes.c_char_p(out), ctypes.c_void_p).value
         ctypes.memmove(base, head, len(head))
-        part, cursor = base + len(head) - start, start  # part + i: where payload byte i goes
+        end = 0
         for offset, raw in self.payload.arrays:
-            if offset >= end:
-                break
-            low, high = max(offset, start), min(offset + raw.size, end)
-            if high > low:
-                ctypes.memset(part + cursor, 0, low - cursor)  # padding: never stale memory
-                ctypes.memmove(part + low, raw.ctypes.data + low - offset, high - low)
-                cursor = high
-        ctypes.memset(part + cursor, 0, end - cursor)
+            ctypes.memset(base + len(head) + end, 0, offset - end)  # padding: never stale memory
+            ctypes.memmove(base + len(head) + offset, raw.ctypes.data, raw.size)
+            end = offset + raw.size
         return out
 
 
@@ -129,13 +104,11 @@ class ReceivedSample:
 
     message: graph_pb2.SampleResponse
     payload: memoryview | None
-    """The payload's bytes (None: the reply had none): a read-only view of one message's part from
-    ``read_sample_part``, a writable buffer the batch's tensors view from ``join_sample_parts``."""
+    """The payload's bytes, writable (the batch's tensors view it); None when the reply had none."""
 
 
-def read_sample_part(data: bytes) -> ReceivedSample:
-    """Split one message of a sampling reply into its fields and its payload part (a read-only
-    view of ``data``, not copied).
+def read_sample_reply(data: bytes) -> ReceivedSample:
+    """Split a ``SampleResponse``'s wire bytes into the message without its payload and the payload.
 
     Raises:
         ValueError, DecodeError: the bytes are not a well-formed message (gRPC reports either as
@@ -154,7 +127,7 @@ def read_sample_part(data: bytes) -> ReceivedSample:
                 raise ValueError("a field runs past the end of the reply")
             if field == PAYLOAD_FIELD:
                 message = graph_pb2.SampleResponse.FromString(bytes(view[:field_start]) + bytes(view[end:]))
-                return ReceivedSample(message, view[position:end] if length else None)
+                return ReceivedSample(message, memoryview(bytearray(view[position:end])) if length else None)
             position = end
         elif wire_type == 0:
             _, position = _read_varint(view, position)
@@ -165,52 +138,16 @@ def read_sample_part(data: bytes) -> ReceivedSample:
     return ReceivedSample(graph_pb2.SampleResponse.FromString(data), None)
 
 
-def join_sample_parts(parts: Iterable[ReceivedSample]) -> ReceivedSample:
-    """One reply from its messages: the first one's fields, and the payload parts copied once
-    into one writable buffer.
-
-    Raises:
-        ValueError: there was no message, or a later one carried fields besides its payload.
-    """
-    parts = iter(parts)
-    first = next(parts, None)
-    if first is None:
-        raise ValueError("the sampling reply ended before its first message")
-    pieces = [first.payload] if first.payload is not None else []
-    for part in parts:
-        if part.message.ByteSize():
-            raise ValueError("a continuation of a sampling reply carried fields besides its payload")
-        if part.payload is not None:
-            pieces.append(part.payload)
-    if len(pieces) <= 1:
-        return ReceivedSample(first.message, memoryview(bytearray(pieces[0])) if pieces else None)
-    buffer, position = bytearray(sum(len(piece) for piece in pieces)), 0
-    for piece in pieces:
-        buffer[position : position + len(piece)] = piece
-        position += len(piece)
-    return ReceivedSample(first.message, memoryview(buffer))
-
-
-class _JoinedSampleCall:
-    """A sampling method called as a unary one: its reply's messages joined."""
-
-    def __init__(self, rpc: grpc.UnaryStreamMultiCallable) -> None:
-        self._rpc = rpc
-
-    def __call__(self, request: Message, **kwargs: object) -> ReceivedSample:
-        return join_sample_parts(self._rpc(request, **kwargs))
-
-
 def graph_stub(channel: grpc.Channel) -> graph_pb2_grpc.GraphServiceStub:
-    """The GraphService stub, its sampling methods answering one ``ReceivedSample``."""
+    """The GraphService stub, its sampling methods answering ``ReceivedSample``."""
     stub = graph_pb2_grpc.GraphServiceStub(channel)
     for method, request in (
         ("SampleFromNodes", graph_pb2.SampleFromNodesRequest), ("SampleFromEdges", graph_pb2.SampleFromEdgesRequest),
     ):
-        setattr(stub, method, _JoinedSampleCall(channel.unary_stream(
+        setattr(stub, method, channel.unary_unary(
             f"/gnnstore.v1.GraphService/{method}", request_serializer=request.SerializeToString,
-            response_deserializer=read_sample_part, _registered_method=True,
-        )))
+            response_deserializer=read_sample_reply, _registered_method=True,
+        ))
     return stub
 
 
