@@ -106,6 +106,8 @@ class RemoteNeighborSampler(BaseSampler):
         self.claimed = 0
         """Request seeds claimed so far in this process (with ``seed``, the next one's number)."""
         self._claim_lock = threading.Lock()
+        self._canonical_pairs: dict[tuple[str, str], EdgeType | tuple[str, str]] = {}
+        """``(src, dst)`` pairs read as edge types: the served graph's types do not change."""
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -182,12 +184,17 @@ class RemoteNeighborSampler(BaseSampler):
         """A ``(src, dst)`` pair as PyG's ``HeteroData`` reads it: the one served edge type from
         ``src`` to ``dst``, else ``(src, 'to', dst)`` when there is none (a relation without
         edges yet, whose links a loader may still predict); several stay ambiguous."""
-        src, dst = pair
-        matches = [a.edge_type for a in RemoteGraphStore(self.connection).get_all_edge_attrs()
-                   if a.edge_type[0] == src and a.edge_type[-1] == dst]
-        if len(set(matches)) == 1:
-            return matches[0]
-        return (src, DEFAULT_REL, dst) if not matches else pair
+        if pair not in self._canonical_pairs:
+            src, dst = pair
+            matches = {a.edge_type for a in RemoteGraphStore(self.connection).get_all_edge_attrs()
+                       if a.edge_type[0] == src and a.edge_type[-1] == dst}
+            if not matches:
+                self._canonical_pairs[pair] = (src, DEFAULT_REL, dst)
+            elif len(matches) == 1:
+                self._canonical_pairs[pair] = matches.pop()
+            else:  # ambiguous: the server's error names the edge types it has
+                self._canonical_pairs[pair] = pair
+        return self._canonical_pairs[pair]
 
     def _prepare(self, request: Any, seed: int, reads_ahead: int) -> None:
         request.options.CopyFrom(

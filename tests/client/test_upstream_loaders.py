@@ -28,10 +28,16 @@ from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
 from torch_geometric.testing import get_random_edge_index
 from torch_geometric.typing import EdgeType
 
-from gnnstore.client import RemoteNeighborSampler, connect
+from gnnstore.client import RemoteNeighborSampler, connect, server_stats
 from served import serve_graph
 
 FULL_TWO_HOPS = [-1] * 2
+LIST_EDGE_ATTRS = "/gnnstore.v1.GraphService/ListEdgeAttrs"
+
+
+def _requests(address: str, method: str) -> int:
+    stats = server_stats(address).get(method)
+    return 0 if stats is None else stats.requests
 
 
 def _full_neighbourhood(
@@ -182,7 +188,11 @@ def test_hetero_link_neighbor_loader_no_edges(tmp_path: Path) -> None:
         loader = LinkNeighborLoader((fs, gs), num_neighbors=[], neighbor_sampler=RemoteNeighborSampler(gs, []),
                                     edge_label_index=(("paper", "paper"), get_random_edge_index(100, 100, 100)),
                                     batch_size=20)
-        batches = list(loader)
+        iterator = iter(loader)
+        batches = [next(iterator)]
+        listed = _requests(server.address, LIST_EDGE_ATTRS)
+        batches += list(iterator)
+        assert _requests(server.address, LIST_EDGE_ATTRS) == listed  # the pair was read once, not per batch
 
     assert len(batches) == 5
     for batch in batches:
