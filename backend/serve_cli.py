@@ -44,6 +44,9 @@ _DEFAULTS = ServerConfig()
 @click.option("--max-put-rows", type=int, help=f"Most rows one Put may write.  [default: {_DEFAULTS.max_put_rows}]")
 @click.option("--shutdown-grace-s", type=float,
               help=f"Seconds in-flight calls get on shutdown.  [default: {_DEFAULTS.shutdown_grace_s}]")
+@click.option("--stream-stall-s", type=float,
+              help="Seconds a streamed reply may wait for its client to read before it is cancelled.  "
+                   f"[default: {_DEFAULTS.stream_stall_s}]")
 @click.option("--auth-file", type=click.Path(dir_okay=False, path_type=Path),
               help="File of 'TOKEN ROLE [NAME]' lines (roles: reader, writer, admin); every call then "
                    "needs a token. More entries: $GNNSTORE_AUTH_TOKENS. Re-read on SIGHUP.")

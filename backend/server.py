@@ -32,6 +32,7 @@ from gnnstore.backend.prometheus_endpoint import ServerGauges, start_metrics_end
 from gnnstore.backend.segment_mappings import ReplySegments
 from gnnstore.backend.sampling_runner import SamplingLimits, SamplingRunner
 from gnnstore.backend.served_data import ServedData, open_served_data
+from gnnstore.backend.stream_guard import StreamGuard
 from gnnstore.config import ServerConfig
 from gnnstore.proto import admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
@@ -64,6 +65,7 @@ class GnnStoreServer:
         self._server: grpc.Server | None = None
         self._handlers: futures.ThreadPoolExecutor | None = None
         self._sampling: FairScheduler | None = None
+        self._stream_guard: StreamGuard | None = None
         self._segments: ReplySegments | None = None
         self._metrics_endpoint: ThreadingHTTPServer | None = None
         self.metrics_port: int | None = None
@@ -173,6 +175,9 @@ class GnnStoreServer:
             _drain(self._handlers, grace + HANDLER_DRAIN_S)
             self._handlers = None
             logger.info("stopped serving on %s", self.address)
+        if self._stream_guard is not None:
+            self._stream_guard.close()
+            self._stream_guard = None
         if self._sampling is not None:
             self._sampling.shutdown()
             self._sampling = None
@@ -194,12 +199,15 @@ class GnnStoreServer:
     def _build(self, data: ServedData) -> grpc.Server:
         config = self.config
         self._handlers = futures.ThreadPoolExecutor(config.workers, thread_name_prefix="gnnstore-rpc")
+        self._stream_guard = StreamGuard(max(1, config.workers // 2), config.stream_stall_s)
         server = grpc.server(
             self._handlers,
-            # Metrics first, so refused calls are counted too (as errors of "anonymous").
+            # Metrics first, so refused calls are counted too (as errors of "anonymous"); the
+            # stream guard last, so only admitted callers take a stream's place.
             interceptors=[
                 MetricsInterceptor(self.metrics, identify(self.tokens)),
                 *([] if self.tokens is None else [AuthInterceptor(self.tokens)]),
+                self._stream_guard,
             ],
             options=_server_options(config),
             # Admit a bounded number of calls; beyond it callers get RESOURCE_EXHAUSTED at once

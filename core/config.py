@@ -45,6 +45,9 @@ class ServerConfig:
             more, and gives threads to clients in turn, so one client cannot starve the others.
         max_concurrent_rpcs: calls admitted at once; more are refused with RESOURCE_EXHAUSTED.
         shutdown_grace_s: how long in-flight calls may run after SIGTERM/SIGINT.
+        stream_stall_s: how long a streamed reply (GetTensor, GetEdgeIndex) may wait for its
+            client to take a message before it is cancelled; at most half the ``workers`` send
+            streamed replies at once, so callers that stop reading cannot hold every thread.
         max_seeds, max_hops, max_fanout: limits of one sampling request.
         max_sample_edges: the most edges one sampling request may cause, bounded from seeds,
             fanouts and the graph's degrees before sampling.
@@ -76,6 +79,7 @@ class ServerConfig:
     sampling_threads: int = 0
     max_concurrent_rpcs: int = 64
     shutdown_grace_s: float = 10.0
+    stream_stall_s: float = 30.0
     max_seeds: int = 1 << 20
     max_hops: int = 8
     max_fanout: int = 10_000
@@ -116,6 +120,7 @@ class ServerConfig:
                 f"max_concurrent_rpcs must be >= 1, got {self.max_concurrent_rpcs}",
             ),
             (self.shutdown_grace_s >= 0, f"shutdown_grace_s must be >= 0, got {self.shutdown_grace_s}"),
+            (self.stream_stall_s > 0, f"stream_stall_s must be > 0, got {self.stream_stall_s}"),
             (self.max_seeds >= 1, f"max_seeds must be >= 1, got {self.max_seeds}"),
             (self.max_hops >= 1, f"max_hops must be >= 1, got {self.max_hops}"),
             (self.max_fanout >= 1, f"max_fanout must be >= 1, got {self.max_fanout}"),
