@@ -2,7 +2,7 @@
 
 A sync gRPC server sends each message of a streamed reply from the handler's own thread and
 waits there until the client has taken it: a caller that stops reading holds that thread, and
-eight such callers of ``GetTensor`` (one chunk read, then nothing) made a server with eight
+ten such callers of ``GetTensor`` (one chunk read, then nothing) made a server with eight
 handler threads unreachable. ``StreamGuard`` bounds both sides of that: at most ``max_streams``
 streamed replies run at once (the next is refused with ``RESOURCE_EXHAUSTED`` at once, so the
 other threads stay free for every other call), and a stream whose client has not taken a

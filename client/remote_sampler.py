@@ -106,7 +106,7 @@ class RemoteNeighborSampler(BaseSampler):
         self.claimed = 0
         """Request seeds claimed so far in this process (with ``seed``, the next one's number)."""
         self._claim_lock = threading.Lock()
-        self._canonical_pairs: dict[tuple[str, str], EdgeType | tuple[str, str]] = {}
+        self._canonical_pairs: dict[tuple[str, str], EdgeType] = {}
         """``(src, dst)`` pairs read as edge types: the served graph's types do not change."""
 
     def __getstate__(self) -> dict[str, Any]:
@@ -180,20 +180,23 @@ class RemoteNeighborSampler(BaseSampler):
         self._prepare(request, seed, reads_ahead)
         return self._sample("SampleFromEdges", request)
 
-    def _canonical(self, pair: tuple[str, str]) -> EdgeType | tuple[str, str]:
+    def _canonical(self, pair: tuple[str, str]) -> EdgeType:
         """A ``(src, dst)`` pair as PyG's ``HeteroData`` reads it: the one served edge type from
         ``src`` to ``dst``, else ``(src, 'to', dst)`` when there is none (a relation without
-        edges yet, whose links a loader may still predict); several stay ambiguous."""
+        edges yet, whose links a loader may still predict).
+
+        Raises:
+            InvalidRequestError: several edge types go from ``src`` to ``dst``.
+        """
         if pair not in self._canonical_pairs:
             src, dst = pair
             matches = {a.edge_type for a in RemoteGraphStore(self.connection).get_all_edge_attrs()
                        if a.edge_type[0] == src and a.edge_type[-1] == dst}
-            if not matches:
-                self._canonical_pairs[pair] = (src, DEFAULT_REL, dst)
-            elif len(matches) == 1:
-                self._canonical_pairs[pair] = matches.pop()
-            else:  # ambiguous: the server's error names the edge types it has
-                self._canonical_pairs[pair] = pair
+            if len(matches) > 1:
+                raise InvalidRequestError(
+                    f"the edge type {pair!r} is ambiguous: the graph has {sorted(matches)}; name one of them"
+                )
+            self._canonical_pairs[pair] = matches.pop() if matches else (src, DEFAULT_REL, dst)
         return self._canonical_pairs[pair]
 
     def _prepare(self, request: Any, seed: int, reads_ahead: int) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from torch_geometric.data import Data, HeteroData, TensorAttr
 from torch_geometric.loader import NodeLoader
@@ -70,3 +71,17 @@ def test_attr_name_none_is_served(tmp_path: Path) -> None:
                                     TensorAttr("user", "x", torch.tensor([3, 1]))])
         assert torch.equal(both[0], unnamed[[3, 1]]) and torch.equal(both[1], graph["user"].x[[3, 1]])
         assert fs.get_tensor_size("user", None) == (30, 2)
+
+
+def test_a_pair_naming_several_edge_types_is_refused_naming_them(
+    hetero_server: ServerProcess, hetero_graph: HeteroData
+) -> None:
+    from torch_geometric.sampler import EdgeSamplerInput
+
+    from gnnstore.common.errors import InvalidRequestError
+
+    pairs = [(src, dst) for src, _, dst in hetero_graph.edge_types]
+    ambiguous = next(pair for pair in pairs if pairs.count(pair) > 1)
+    links = EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([0]), input_type=ambiguous)
+    with pytest.raises(InvalidRequestError, match="is ambiguous: the graph has"):
+        RemoteNeighborSampler(hetero_server.address, [2]).sample_from_edges(links)
