@@ -10,6 +10,7 @@ from pathlib import Path
 from torch_geometric.data import Data, HeteroData
 
 from gnnstore.backend.server_process import ServerProcess
+from gnnstore.client import server_stats
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.data_dir import open_stores
@@ -20,6 +21,7 @@ __all__ = [
     "ServerProcess",
     "ingest",
     "ingest_into_neo4j",
+    "requests_made",
     "serve_graph",
     "start_neo4j_server",
     "start_server",
@@ -61,3 +63,10 @@ def start_neo4j_server(
 def serve_graph(data: Data | HeteroData, folder: Path, *args: str) -> ServerProcess:
     """Ingest ``data`` into ``folder/data`` and serve it."""
     return start_server(ingest(data, folder / "data"), *args)
+
+
+def requests_made(address: str, method: str) -> int:
+    """How many calls of ``method`` (e.g. ``/gnnstore.v1.FeatureService/MultiGet``) the server
+    at ``address`` has answered so far."""
+    stats = server_stats(address).get(method)
+    return 0 if stats is None else stats.requests

@@ -23,7 +23,7 @@ from gnnstore.client.prefetch import THREAD_NAME
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_from_proto, node_type_to_proto
 from gnnstore.common.errors import InvalidRequestError
-from served import ServerProcess
+from served import ServerProcess, requests_made
 
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
 MULTI_GET = "/gnnstore.v1.FeatureService/MultiGet"
@@ -34,11 +34,6 @@ def hottest(edge_index: Tensor, num_nodes: int) -> Tensor:
     """Global ids by out-degree, highest first, ties by ascending id."""
     degree = torch.bincount(edge_index[0], minlength=num_nodes)
     return torch.sort(-degree, stable=True).indices
-
-
-def requests(address: str, method: str) -> int:
-    stats = server_stats(address).get(method)
-    return 0 if stats is None else stats.requests
 
 
 def reply_bytes(address: str) -> int:
@@ -63,7 +58,7 @@ def test_batches_are_exact_and_only_misses_travel(
     )
     cache = fs.cache
     distinct = 0
-    samples, multi_gets = requests(homo_server.address, SAMPLE), requests(homo_server.address, MULTI_GET)
+    samples, multi_gets = requests_made(homo_server.address, SAMPLE), requests_made(homo_server.address, MULTI_GET)
     batches = 0
     for _ in range(2):
         for batch in loader(fs, gs, torch.arange(0, 400, 2), shuffle=True):
@@ -76,8 +71,8 @@ def test_batches_are_exact_and_only_misses_travel(
     assert total.static_hits + total.dynamic_hits == total.hits
     assert fs.exchange.delivered_rows == 5 * total.misses  # rows that travelled = misses, per attr
     assert fs.exchange.fetched_rows == 0
-    assert requests(homo_server.address, SAMPLE) - samples == batches  # one round trip per batch
-    assert requests(homo_server.address, MULTI_GET) == multi_gets
+    assert requests_made(homo_server.address, SAMPLE) - samples == batches  # one round trip per batch
+    assert requests_made(homo_server.address, MULTI_GET) == multi_gets
     assert cache.nbytes <= rows * ROW_BYTES
     if policy == "static":
         assert total.dynamic_hits == 0 and total.static_hits > 0
@@ -257,12 +252,12 @@ def test_prefetching_with_a_dynamic_tier_keeps_one_round_trip_per_batch(
     homo_server: ServerProcess, homo_graph: Data, policy: str
 ) -> None:
     fs, gs = connect(homo_server.address, cache_bytes=60 * ROW_BYTES, cache_policy=policy)
-    multi_gets = requests(homo_server.address, MULTI_GET)
+    multi_gets = requests_made(homo_server.address, MULTI_GET)
     for _ in range(3):
         for batch in Prefetcher(loader(fs, gs, torch.arange(400), shuffle=True), depth=2):
             assert torch.equal(batch.x, homo_graph.x[batch.n_id])
     # rows the next reads would evict were never named as held, so none had to be fetched again
-    assert fs.exchange.fetched_rows == 0 and requests(homo_server.address, MULTI_GET) == multi_gets
+    assert fs.exchange.fetched_rows == 0 and requests_made(homo_server.address, MULTI_GET) == multi_gets
     assert fs.cache.total().dynamic_hits > 0
 
 

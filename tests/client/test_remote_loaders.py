@@ -8,15 +8,10 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader, NodeLoader
 from torch_geometric.sampler import NegativeSampling, NodeSamplerInput
 
-from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect, server_stats
-from served import ServerProcess
+from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
+from served import ServerProcess, requests_made
 
 MULTI_GET = "/gnnstore.v1.FeatureService/MultiGet"
-
-
-def _requests(address: str, method: str) -> int:
-    stats = server_stats(address).get(method)
-    return 0 if stats is None else stats.requests
 
 
 def _check_homo_batch(batch: Data, graph: Data) -> None:
@@ -33,7 +28,7 @@ def test_node_loader_batches_equal_the_store(
     sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs if with_features else None)
     seeds = torch.arange(10, 130)
     loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=32)
-    before = _requests(served_homo.address, MULTI_GET)
+    before = requests_made(served_homo.address, MULTI_GET)
     batches = 0
     for i, batch in enumerate(loader):
         _check_homo_batch(batch, homo_graph)
@@ -42,7 +37,7 @@ def test_node_loader_batches_equal_the_store(
         assert torch.equal(batch.input_id, torch.arange(32 * i, 32 * i + size))
         assert batch.e_id.dtype == torch.long
         batches += 1
-    extra_calls = _requests(served_homo.address, MULTI_GET) - before
+    extra_calls = requests_made(served_homo.address, MULTI_GET) - before
     assert extra_calls == (0 if with_features else batches)  # rows rode with the sample
 
 
@@ -166,13 +161,13 @@ def test_hetero_node_loader(served_hetero: ServerProcess, hetero_graph: HeteroDa
     sampler = RemoteNeighborSampler(fs, [3, 2], feature_store=fs)
     seeds = torch.arange(5, 65)
     loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=("paper", seeds), batch_size=16)
-    before = _requests(served_hetero.address, MULTI_GET)
+    before = requests_made(served_hetero.address, MULTI_GET)
     for i, batch in enumerate(loader):
         _check_hetero_batch(batch, hetero_graph)
         size = batch["paper"].batch_size
         assert torch.equal(batch["paper"].n_id[:size], seeds[16 * i : 16 * i + size])
         assert torch.equal(batch["paper"].y, hetero_graph["paper"].y[batch["paper"].n_id])
-    assert _requests(served_hetero.address, MULTI_GET) == before
+    assert requests_made(served_hetero.address, MULTI_GET) == before
 
 
 def test_hetero_node_loader_with_per_edge_type_fanouts(

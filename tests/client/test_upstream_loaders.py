@@ -28,16 +28,11 @@ from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
 from torch_geometric.testing import get_random_edge_index
 from torch_geometric.typing import EdgeType
 
-from gnnstore.client import RemoteNeighborSampler, connect, server_stats
-from served import serve_graph
+from gnnstore.client import RemoteNeighborSampler, connect
+from served import requests_made, serve_graph
 
 FULL_TWO_HOPS = [-1] * 2
 LIST_EDGE_ATTRS = "/gnnstore.v1.GraphService/ListEdgeAttrs"
-
-
-def _requests(address: str, method: str) -> int:
-    stats = server_stats(address).get(method)
-    return 0 if stats is None else stats.requests
 
 
 def _full_neighbourhood(
@@ -190,9 +185,9 @@ def test_hetero_link_neighbor_loader_no_edges(tmp_path: Path) -> None:
                                     batch_size=20)
         iterator = iter(loader)
         batches = [next(iterator)]
-        listed = _requests(server.address, LIST_EDGE_ATTRS)
+        listed = requests_made(server.address, LIST_EDGE_ATTRS)
         batches += list(iterator)
-        assert _requests(server.address, LIST_EDGE_ATTRS) == listed  # the pair was read once, not per batch
+        assert requests_made(server.address, LIST_EDGE_ATTRS) == listed  # the pair was read once, not per batch
 
     assert len(batches) == 5
     for batch in batches:

@@ -6,15 +6,10 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader, NodeLoader
 
-from gnnstore.client import RemoteNeighborSampler, connect, server_stats
-from served import ServerProcess
+from gnnstore.client import RemoteNeighborSampler, connect
+from served import ServerProcess, requests_made
 
 MULTI_GET = "/gnnstore.v1.FeatureService/MultiGet"
-
-
-def _multi_gets(address: str) -> int:
-    stats = server_stats(address).get(MULTI_GET)
-    return 0 if stats is None else stats.requests
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
@@ -25,14 +20,14 @@ def test_node_loader_with_two_workers(homo_server: ServerProcess, homo_graph: Da
     seeds = torch.arange(200)
     loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=25,
                         num_workers=2, multiprocessing_context=context)
-    before = _multi_gets(homo_server.address)
+    before = requests_made(homo_server.address, MULTI_GET)
     input_ids = []
     for batch in loader:
         assert torch.equal(batch.x, homo_graph.x[batch.n_id])
         assert torch.equal(batch.n_id[batch.edge_index], homo_graph.edge_index[:, batch.e_id])
         input_ids.append(batch.input_id)
     assert torch.equal(torch.cat(input_ids).sort().values, seeds)
-    assert _multi_gets(homo_server.address) == before  # rows rode with the samples, in the workers
+    assert requests_made(homo_server.address, MULTI_GET) == before  # rows rode with the samples, in the workers
 
 
 def test_features_fetched_in_the_main_process_still_match(homo_server: ServerProcess, homo_graph: Data) -> None:
