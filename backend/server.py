@@ -2,7 +2,7 @@
 
 ``GnnStoreServer(config).start()`` returns the bound address; ``serve(config, announce)`` also
 waits for SIGTERM/SIGINT and stops gracefully (in-flight calls get ``shutdown_grace_s`` to
-finish), and re-reads the auth file on SIGHUP. This module alone builds the ``grpc.server``:
+finish), re-reads the auth file on SIGHUP and dumps every thread's stack on SIGUSR1. This module alone builds the ``grpc.server``:
 its interceptors (metrics, then tokens and roles), its TLS credentials, and the rule that a
 server without tokens binds loopback only unless told ``insecure``. The servicers only translate.
 """
@@ -32,6 +32,7 @@ from gnnstore.backend.prometheus_endpoint import ServerGauges, start_metrics_end
 from gnnstore.backend.segment_mappings import ReplySegments
 from gnnstore.backend.sampling_runner import SamplingLimits, SamplingRunner
 from gnnstore.backend.served_data import ServedData, open_served_data
+from gnnstore.backend.signal_wait import SignalWait
 from gnnstore.backend.stream_guard import StreamGuard
 from gnnstore.config import ServerConfig
 from gnnstore.proto import admin_pb2_grpc, feature_pb2_grpc, graph_pb2_grpc, idmap_pb2_grpc
@@ -336,24 +337,12 @@ def serve(config: ServerConfig, announce: Callable[[str], None]) -> None:
     Must run in the main thread (signal handlers are installed there).
     """
     server = GnnStoreServer(config)
-    stopping = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        name = signal.Signals(signum).name
-        logger.info("received %s; stopping (grace %.1f s)", name, config.shutdown_grace_s)
-        stopping.set()
-
-    def on_hangup(signum: int, frame: object) -> None:
-        server.reload_tokens()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
-    try:
-        server.start()
-        announce(server.startup_line())
-        while not stopping.wait(1.0):
-            pass
-    finally:
-        server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with SignalWait((signal.SIGTERM, signal.SIGINT, signal.SIGHUP)) as signals:
+        try:
+            server.start()
+            announce(server.startup_line())
+            while (received := signals.next()) == signal.SIGHUP:
+                server.reload_tokens()
+            logger.info("received %s; stopping (grace %.1f s)", received.name, config.shutdown_grace_s)
+        finally:
+            server.stop()

@@ -90,11 +90,14 @@ class ServerProcess:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                logger.warning(
-                    "server process %d ignored SIGTERM for %.0f s; killing it", self.proc.pid, timeout
-                )
+                self.proc.send_signal(signal.SIGUSR1)  # its threads' stacks, into its log
+                time.sleep(1.0)
                 self.proc.kill()
                 self.proc.wait()
+                logger.warning(
+                    "server process %d ignored SIGTERM for %.0f s; killed it. The end of its log:\n%s",
+                    self.proc.pid, timeout, self.log.read_text(errors="replace")[-20_000:],
+                )
         self.proc.stdout.close()
         self._stderr.close()
         return self.proc.returncode

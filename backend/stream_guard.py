@@ -6,7 +6,8 @@ ten such callers of ``GetTensor`` (one chunk read, then nothing) made a server w
 handler threads unreachable. ``StreamGuard`` bounds both sides of that: at most ``max_streams``
 streamed replies run at once (the next is refused with ``RESOURCE_EXHAUSTED`` at once, so the
 other threads stay free for every other call), and a stream whose client has not taken a
-message for ``stall_s`` seconds is cancelled, which frees its thread.
+message for ``stall_s`` seconds is cancelled, which frees its thread. Health's ``Watch`` is
+left alone: it holds no data and a watcher waits on it for as long as the server runs.
 """
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from typing import Any
 import grpc
 
 logger = logging.getLogger(__name__)
+
+HEALTH = "/grpc.health.v1.Health/"
+"""Health's ``Watch`` stream idles by design until the status changes; it is not a data stream."""
 
 
 class StreamGuard(grpc.ServerInterceptor):
@@ -47,7 +51,7 @@ class StreamGuard(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         handler = continuation(handler_call_details)
-        if handler is None or handler.unary_stream is None:
+        if handler is None or handler.unary_stream is None or handler_call_details.method.startswith(HEALTH):
             return handler
         return grpc.unary_stream_rpc_method_handler(
             self._guarded(handler.unary_stream), request_deserializer=handler.request_deserializer,

@@ -2,6 +2,7 @@
 closes its store under a running write."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -70,3 +71,23 @@ def test_a_stop_during_a_put_waits_for_it_and_the_store_holds_old_or_new(tmp_pat
         if "big" in schema:  # committed before the stop: whole
             assert torch.equal(stores.feature_store.get_tensor(group_name=None, attr_name="big", index=None), big)
         assert {"x", "y"} <= set(schema)
+
+
+def test_signals_dump_stacks_keep_serving_and_stop_gracefully(tmp_path: Path) -> None:
+    """SIGUSR1 writes every thread's stack to the log and the server goes on; SIGHUP and
+    other signals do not stop it; SIGINT, sent from another thread's point of view at once
+    after the start-up line as tests do, stops it with exit code 0."""
+    data_dir = ingest(generate_graph(300, 5.0, 8, 3, seed=2), tmp_path / "data")
+    log = tmp_path / "server.log"
+    for attempt in range(3):  # a signal right after the start-up line is the case that once hung
+        server = ServerProcess(data_dir, "--read-only", log=log)
+        if attempt == 0:
+            server.proc.send_signal(signal.SIGUSR1)
+            server.proc.send_signal(signal.SIGHUP)
+            fs, _ = connect(server.address)
+            assert tuple(fs.get_tensor_size(group_name=None, attr_name="x")) == (300, 8)
+            assert "most recent call first" in log.read_text()  # faulthandler's stack dump
+        server.proc.send_signal(signal.SIGINT)
+        assert server.proc.wait(30) == 0
+        assert "received SIGINT; stopping" in log.read_text()
+        server.stop()

@@ -9,6 +9,8 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from gnnstore.client import connect
 from gnnstore.common.errors import ResourceExhaustedError
 from gnnstore.proto import feature_pb2
@@ -63,3 +65,17 @@ def test_callers_that_stop_reading_leave_threads_for_others_and_are_cancelled(se
         channel.close()
     whole = fs.get_tensor(group_name=None, attr_name="x", index=None)  # a reader that reads gets the whole tensor again
     assert whole.shape == (50_000, 64)
+
+
+def test_health_watchers_are_not_counted_as_streamed_replies(server: ServerProcess) -> None:
+    watchers = []
+    for _ in range(WORKERS // 2):  # as many as the guard admits data streams
+        channel = grpc.insecure_channel(server.address)
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest())
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        watchers.append((channel, watch))
+    fs, _ = connect(server.address, shared_memory=False)
+    assert fs.get_tensor(group_name=None, attr_name="x", index=None).shape == (50_000, 64)
+    for channel, watch in watchers:
+        watch.cancel()
+        channel.close()
