@@ -1,7 +1,9 @@
 """``gnnstore serve``: run the gRPC server over a data directory until SIGTERM or Ctrl-C."""
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 from pathlib import Path
 
 import click
@@ -66,12 +68,15 @@ def serve_command(config_file: Path | None, **flags: object) -> None:
 
     Settings come from --config, then GNNSTORE_* variables (e.g. GNNSTORE_PORT), then flags.
     Prints one line with the bound address and the schema, then serves until SIGTERM/Ctrl-C.
+    SIGHUP re-reads the auth file; SIGUSR1 writes every thread's stack to stderr.
     Without tokens the server binds only a loopback --host; tokens never come from flags.
     """
     config = load_config(config_file, os.environ, flags)
     # Calls run on their own threads; torch's intra-op pool inside each call's small tensor ops
     # only makes threads wait for cores the calls (and a co-located trainer) already use.
     torch.set_num_threads(1)
+    # Until the process ends, exit included: where a stuck server is stuck, without a debugger.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     serve(config, _announce)
 
 

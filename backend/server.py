@@ -2,7 +2,7 @@
 
 ``GnnStoreServer(config).start()`` returns the bound address; ``serve(config, announce)`` also
 waits for SIGTERM/SIGINT and stops gracefully (in-flight calls get ``shutdown_grace_s`` to
-finish), re-reads the auth file on SIGHUP and dumps every thread's stack on SIGUSR1. This module alone builds the ``grpc.server``:
+finish), and re-reads the auth file on SIGHUP. This module alone builds the ``grpc.server``:
 its interceptors (metrics, then tokens and roles), its TLS credentials, and the rule that a
 server without tokens binds loopback only unless told ``insecure``. The servicers only translate.
 """

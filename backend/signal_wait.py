@@ -1,20 +1,16 @@
 """Signals the server's main thread waits for, received without locks.
 
 A Python signal handler runs between two bytecodes of the main thread, wherever that thread
-is: one that sets a ``threading.Event`` deadlocks if the main thread is inside that event's
-own ``wait`` holding its lock (``gnnstore serve`` got SIGTERM right after its start-up line
-and ignored it). Here the C-level handler writes the signal number to a pipe
+is, and one that takes a lock (setting a ``threading.Event``) can wait on a lock the main
+thread itself holds (a suspect, never reproduced, for a ``gnnstore serve`` that once ignored
+a SIGTERM sent right after its start-up line). Here the C-level handler writes the signal number to a pipe
 (``signal.set_wakeup_fd``) from whichever thread the kernel chose, and the main thread reads
 the pipe: no lock is ever taken in a handler.
-
-SIGUSR1 dumps every thread's stack to stderr (``faulthandler``), to see where a server hangs.
 """
 from __future__ import annotations
 
-import faulthandler
 import os
 import signal
-import sys
 from collections.abc import Iterable
 
 
@@ -34,7 +30,6 @@ class SignalWait:
         os.set_blocking(self._write, False)
         self._previous_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
         self._previous = {sig: signal.signal(sig, _ignore) for sig in self.signals}
-        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         return self
 
     def next(self) -> signal.Signals:
@@ -45,7 +40,6 @@ class SignalWait:
                 return signal.Signals(received)
 
     def __exit__(self, *exc: object) -> None:
-        faulthandler.unregister(signal.SIGUSR1)
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         signal.set_wakeup_fd(self._previous_fd)
