@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
+import torch
 from torch import Tensor
 from torch_geometric.sampler import (
     BaseSampler,
@@ -30,6 +31,7 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 from torch_geometric.typing import NodeType
 
 from gnnstore.backend.sampling_engine import Fanouts, SamplingEngine
+from gnnstore.backend.temporal_index import TEMPORAL_STRATEGIES, TemporalIndex, TemporalRequest
 from gnnstore.backend.topology import TopologySnapshot, edge_ends
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.allocate import Allocate
@@ -39,7 +41,7 @@ __all__ = ["Fanouts", "SamplingEngine", "SnapshotNeighborSampler"]
 
 
 class SnapshotNeighborSampler(BaseSampler):
-    """Uniform neighbour sampling over a topology snapshot, with PyG's ``NeighborSampler`` output.
+    """Uniform (or temporal) neighbour sampling over a topology snapshot, with PyG's ``NeighborSampler`` output.
 
     Args:
         engine_or_snapshot: a shared :class:`SamplingEngine`, or a snapshot to build one from.
@@ -53,10 +55,17 @@ class SnapshotNeighborSampler(BaseSampler):
             drawn by PyG from torch's global generator.
         allocate: makes the output id tensors (default ``torch.empty``); the server passes its
             reply segment's, so a sample is written where the reply is read.
+        temporal: sample temporally over this index (``engine.temporal_index(node_time)``), as
+            PyG's ``NeighborSampler(time_attr=...)`` with node times does (always disjoint):
+            a node reached from a seed has only neighbours no later than the seed's time
+            (``input_time`` / ``edge_label_time``, else the seed's own node time).
+        temporal_strategy: ``'uniform'`` (draw among the allowed neighbours) or ``'last'``
+            (the ``k`` latest of them).
 
     Raises:
         NotFoundError: a fanout dict names an edge type the graph lacks.
-        InvalidRequestError: fanouts that are not ints >= -1 or lists of different lengths.
+        InvalidRequestError: fanouts that are not ints >= -1 or lists of different lengths, or
+            an unknown temporal strategy.
     """
 
     def __init__(
@@ -68,6 +77,8 @@ class SnapshotNeighborSampler(BaseSampler):
         disjoint: bool = False,
         seed: int | None = None,
         allocate: Allocate | None = None,
+        temporal: TemporalIndex | None = None,
+        temporal_strategy: str = "uniform",
     ) -> None:
         if isinstance(engine_or_snapshot, TopologySnapshot):
             engine_or_snapshot = SamplingEngine(engine_or_snapshot)
@@ -80,8 +91,14 @@ class SnapshotNeighborSampler(BaseSampler):
             raise InvalidRequestError(f"seed must be an int or None, got {seed!r}")
         self.engine = engine_or_snapshot
         self.fanouts: Fanouts = self.engine.fanouts(num_neighbors)
+        if temporal_strategy not in TEMPORAL_STRATEGIES:
+            raise InvalidRequestError(
+                f"temporal_strategy must be one of {TEMPORAL_STRATEGIES}, got {temporal_strategy!r}"
+            )
         self.replace = bool(replace)
-        self.disjoint = bool(disjoint)
+        self.temporal = temporal
+        self.temporal_strategy = temporal_strategy
+        self.disjoint = bool(disjoint) or temporal is not None  # as PyG: temporal means disjoint
         self.seed = seed
         self.allocate = allocate
         self._calls = itertools.count()
@@ -103,7 +120,7 @@ class SnapshotNeighborSampler(BaseSampler):
 
         Raises:
             NotFoundError: ``index.input_type`` is not a node type of the graph.
-            InvalidRequestError: a seed id out of range, or seed times (temporal sampling).
+            InvalidRequestError: a seed id out of range, or seed times without a time attribute.
         """
         return node_sample(index, self._sample)
 
@@ -114,17 +131,27 @@ class SnapshotNeighborSampler(BaseSampler):
 
         Raises:
             NotFoundError: an endpoint type of ``index.input_type`` is not a node type.
-            InvalidRequestError: an endpoint id out of range, or seed times.
+            InvalidRequestError: an endpoint id out of range, or link times without a time
+                attribute (or a time attribute without link times).
         """
         self._check_link_input(index)
-        return edge_sample(index, self._sample, self.num_nodes, self.disjoint, None, neg_sampling)
+        node_time = None
+        if self.temporal is not None:  # negatives no later than their link, as PyG draws them
+            node_time = {nt: torch.from_numpy(t) for nt, t in self.temporal.node_time.items()}
+            node_time = node_time if self.engine.is_hetero else node_time.get(None)
+        return edge_sample(index, self._sample, self.num_nodes, self.disjoint, node_time, neg_sampling)
 
     def _sample(
         self, seed: Tensor | dict[NodeType, Tensor], seed_time: object = None, **kwargs: object
     ) -> SamplerOutput | HeteroSamplerOutput:
         """One engine call: ``node`` global (seeds first), ``row``/``col`` local, ``edge`` e_ids."""
-        if seed_time is not None:
-            raise InvalidRequestError("temporal sampling (seed_time) is not supported")
+        temporal = None
+        if self.temporal is not None:
+            if seed_time is not None and not isinstance(seed_time, Mapping):
+                seed_time = {None: seed_time}
+            temporal = TemporalRequest(self.temporal, seed_time, self.temporal_strategy == "last")
+        elif seed_time is not None:
+            raise InvalidRequestError("seed times were given, but no time attribute (time_attr) to sample by")
         return self.engine.sample(
             seed,
             self.fanouts,
@@ -132,6 +159,7 @@ class SnapshotNeighborSampler(BaseSampler):
             disjoint=self.disjoint,
             random_seed=self._call_seed(),
             allocate=self.allocate,
+            temporal=temporal,
         )
 
     def _call_seed(self) -> int | None:
@@ -140,8 +168,12 @@ class SnapshotNeighborSampler(BaseSampler):
 
     def _check_link_input(self, index: EdgeSamplerInput) -> None:
         """Check endpoint ids before negatives are drawn, naming the endpoint and the id."""
-        if index.time is not None:
-            raise InvalidRequestError("temporal sampling (edge_label_time) is not supported")
+        if (index.time is None) != (self.temporal is None):
+            raise InvalidRequestError(
+                "temporal link sampling needs both a time attribute (time_attr) and the links' "
+                "times (edge_label_time)" if self.temporal is not None else
+                "link times (edge_label_time) were given, but no time attribute (time_attr) to sample by"
+            )
         input_type = index.input_type
         counts = self.engine.snapshot.num_nodes
         if input_type is None and self.engine.is_hetero:

@@ -25,6 +25,7 @@ from torch_geometric.sampler import HeteroSamplerOutput, NumNeighbors, SamplerOu
 from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend import sampling_kernels as kernels
+from gnnstore.backend.temporal_index import TemporalIndex, TemporalRequest, batch_times
 from gnnstore.backend.topology import TopologySnapshot, edge_ends, index_dtype
 from gnnstore.common.graph_types import checked_edge_type
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
@@ -90,6 +91,20 @@ class SamplingEngine:
         """Pickle as the snapshot (a path when memory-mapped); scratch is rebuilt on arrival."""
         return (SamplingEngine, (self.snapshot,))
 
+    def temporal_index(self, node_time: Mapping[NodeType | None, np.ndarray]) -> TemporalIndex:
+        """This snapshot's CSC sorted for temporal sampling by ``node_time`` (node type → times).
+
+        Raises:
+            InvalidRequestError: a node type's times are not one per node.
+        """
+        for node_type, times in node_time.items():
+            expected = self.snapshot.num_nodes.get(node_type)
+            if expected is not None and times.shape != (expected,):
+                raise InvalidRequestError(
+                    f"node type {node_type!r} has {expected} nodes but {times.shape[0]} times"
+                )
+        return TemporalIndex(self._csc, self._ends, node_time)
+
     @property
     def num_nodes(self) -> int | dict[NodeType, int]:
         """Node count (homogeneous) or node type → count, as PyG's ``edge_sample`` takes it."""
@@ -154,6 +169,7 @@ class SamplingEngine:
         disjoint: bool = False,
         random_seed: int | None = None,
         allocate: Allocate | None = None,
+        temporal: TemporalRequest | None = None,
     ) -> SamplerOutput | HeteroSamplerOutput:
         """Sample the multi-hop neighbourhood of ``seed`` (**global** ids).
 
@@ -166,6 +182,8 @@ class SamplingEngine:
                 global generator, so ``torch.manual_seed`` makes a run repeatable.
             allocate: makes the output tensors (default ``torch.empty``), e.g. straight in a
                 reply segment so the server does not copy them there.
+            temporal: sample temporally (always disjoint): a node reached from seed ``b`` has
+                only neighbours no later than ``b``'s seed time.
 
         Returns:
             ``node`` (global, seeds first and in order), ``row``/``col`` (local), ``edge``
@@ -181,6 +199,10 @@ class SamplingEngine:
             random_seed = int(torch.randint(1 << 62, ()))
         state = np.array([random_seed % _UINT64], np.uint64)
         allocate = allocate or torch.empty
+        if temporal is not None:
+            seed_time = temporal.index.seed_times(seeds) if temporal.seed_time is None else temporal.seed_time
+            run = self._run_disjoint(seeds, fanouts, bool(replace), state, temporal, batch_times(seed_time, seeds))
+            return self._output(run, True, allocate)
         if disjoint:
             return self._output(self._run_disjoint(seeds, fanouts, bool(replace), state), True, allocate)
         return self._output(self._run_shared(seeds, fanouts, bool(replace), state), False, allocate)
@@ -238,9 +260,16 @@ class SamplingEngine:
         return run
 
     def _run_disjoint(
-        self, seeds: dict[NodeType | None, np.ndarray], fanouts: Fanouts, replace: bool, state: np.ndarray
+        self,
+        seeds: dict[NodeType | None, np.ndarray],
+        fanouts: Fanouts,
+        replace: bool,
+        state: np.ndarray,
+        temporal: TemporalRequest | None = None,
+        batch_time: np.ndarray | None = None,
     ) -> "_Run":
-        """All hops with per-call ``(seed index, node)`` hash tables."""
+        """All hops with per-call ``(seed index, node)`` hash tables; with ``temporal``, edge
+        types whose source has times pick only neighbours no later than ``batch_time``."""
         run = _Run(seeds, self.node_types, self.edge_types, disjoint=True)
         num_nodes = self.snapshot.num_nodes
         tables = {nt: kernels.new_table(ids, num_nodes[nt]) for nt, ids in seeds.items()}
@@ -252,11 +281,20 @@ class SamplingEngine:
                 if front.shape[0] == 0 or k == 0:
                     run.add_edges(et, src, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY)
                     continue
-                ptr, idx, eid = self._csc[et]
-                *out, keys, vals = kernels.sample_hop_disjoint(
-                    ptr, idx, eid, front, batch, base, k, replace,
-                    *tables[src], num_nodes[src], run.count[src], state,
-                )
+                if temporal is None:
+                    (ptr, idx, eid), src_time = self._csc[et], None
+                else:
+                    ptr, idx, eid, src_time = temporal.index.csc[et]
+                if src_time is None:
+                    *out, keys, vals = kernels.sample_hop_disjoint(
+                        ptr, idx, eid, front, batch, base, k, replace,
+                        *tables[src], num_nodes[src], run.count[src], state,
+                    )
+                else:
+                    *out, keys, vals = kernels.sample_hop_temporal(
+                        ptr, idx, eid, src_time, front, batch, batch_time, base, k, replace, temporal.last,
+                        *tables[src], num_nodes[src], run.count[src], state,
+                    )
                 tables[src] = (keys, vals)
                 run.add_edges(et, src, *out)
             run.end_hop()

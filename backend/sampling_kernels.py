@@ -278,6 +278,59 @@ def sample_hop_disjoint(  # noqa: ANN201 (numba)
         ``(row, col, edge, new_nodes, new_batch, keys, vals)``; the table may have been grown.
     """
     out_edge, out_col = _pick_hop(ptr, frontier, front_base, k, replace, state)
+    return _relabel_disjoint(
+        idx, eid, out_edge, out_col, front_batch, front_base, keys, vals, num_src_nodes, base
+    )
+
+
+@njit(cache=True, nogil=True)
+def sample_hop_temporal(  # noqa: ANN201 (numba)
+    ptr, idx, eid, src_time, frontier, front_batch, batch_time, front_base, k, replace, last,  # noqa: ANN001
+    keys, vals, num_src_nodes, base, state,  # noqa: ANN001
+):
+    """One disjoint hop that picks only neighbours no later than their subtree's seed time.
+
+    As :func:`sample_hop_disjoint` over a CSC whose in-neighbours are sorted by time within
+    each node (``src_time[p]``: the time of the source at position ``p``); ``batch_time[b]`` is
+    seed ``b``'s time. The neighbours with a time ``<= batch_time`` are a prefix of each
+    node's list: ``last`` takes the last ``k`` of that prefix, else ``k`` are drawn uniformly
+    from it (PyG's ``temporal_strategy`` 'last' and 'uniform').
+    """
+    n = frontier.shape[0]
+    starts = np.empty(n, np.int64)
+    degs = np.empty(n, np.int64)
+    total = 0
+    for i in range(n):
+        v = frontier[i]
+        start, end = ptr[v], ptr[v + 1]
+        end = start + np.searchsorted(src_time[start:end], batch_time[front_batch[i]], side="right")
+        if last and k >= 0 and end - k > start:
+            start = end - k
+        starts[i] = start
+        degs[i] = end - start
+        total += _num_picks(end - start, k, replace)
+    out_edge = np.empty(total, np.int64)
+    out_col = np.empty(total, np.int64)
+    scratch = np.empty(max(4 * k, 1), np.int64)
+    s = state[0]
+    o = 0
+    for i in range(n):
+        c, s = _pick(starts[i], degs[i], k, replace, s, out_edge, o, scratch)
+        for j in range(o, o + c):
+            out_col[j] = front_base + i
+        o += c
+    state[0] = s
+    return _relabel_disjoint(
+        idx, eid, out_edge, out_col, front_batch, front_base, keys, vals, num_src_nodes, base
+    )
+
+
+@njit(cache=True, nogil=True)
+def _relabel_disjoint(  # noqa: ANN202 (numba)
+    idx, eid, out_edge, out_col, front_batch, front_base, keys, vals, num_src_nodes, base,  # noqa: ANN001
+):
+    """Local ids of the picked edges' sources, one copy of a node per subtree (see
+    :func:`sample_hop_disjoint`); ``out_edge`` turns from CSC positions into edge ids."""
     total = out_edge.shape[0]
     keys, vals = _table_with_capacity(keys, vals, base + total)
     mask = np.uint64(keys.shape[0] - 1)
