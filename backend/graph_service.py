@@ -33,6 +33,7 @@ from gnnstore.proto.sample_codec import (
     node_rows_to_proto,
     num_neighbors_from_proto,
     output_to_proto,
+    temporal_from_proto,
 )
 from gnnstore.stores.base import BaseGraphStore
 
@@ -221,11 +222,12 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
 
 
 def _sampling_flags(options: graph_pb2.SamplingOptions) -> dict[str, object]:
-    """``replace``, ``disjoint`` and ``seed`` (``None`` when unset) of a request's options."""
+    """``replace``, ``disjoint``, ``seed`` (``None`` when unset) and ``temporal`` of a request's options."""
     return {
         "replace": options.replace,
         "disjoint": options.disjoint,
         "seed": options.seed if options.HasField("seed") else None,
+        "temporal": temporal_from_proto(options),
     }
 
 

@@ -31,7 +31,8 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 from torch_geometric.typing import NodeType
 
 from gnnstore.backend.sampling_engine import Fanouts, SamplingEngine
-from gnnstore.backend.temporal_index import TEMPORAL_STRATEGIES, TemporalIndex, TemporalRequest
+from gnnstore.backend.temporal_index import TemporalIndex, TemporalRequest
+from gnnstore.common.temporal import TEMPORAL_STRATEGIES
 from gnnstore.backend.topology import TopologySnapshot, edge_ends
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.allocate import Allocate

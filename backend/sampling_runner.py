@@ -34,6 +34,7 @@ from gnnstore.backend.work_budget import GraphBounds, sampled_edges_bound
 from gnnstore.proto.codec import describe
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.common.allocate import Allocate
+from gnnstore.common.temporal import TemporalOptions
 from gnnstore.proto.reply_segment import ALIGNMENT, ArrayWriter
 from gnnstore.proto.sample_codec import NodeRows, NeighborCounts, RowRequest, distinct_in_order
 
@@ -105,9 +106,10 @@ class SamplingRunner:
         replace: bool,
         disjoint: bool,
         seed: int | None,
+        temporal: TemporalOptions | None = None,
         allocate: Allocate | None = None,
     ) -> SamplerOutput | HeteroSamplerOutput:
-        """PyG's ``sample_from_nodes`` around global seed ids; metadata ``(input_id, None)``.
+        """PyG's ``sample_from_nodes`` around global seed ids; metadata ``(input_id, time)``.
         ``allocate`` makes the output id tensors where the sampler can (e.g. a reply segment).
 
         Raises:
@@ -116,8 +118,9 @@ class SamplingRunner:
             NotFoundError: an unknown node type.
         """
         self._check(inputs.node.numel(), "seed nodes", num_neighbors)
+        disjoint = disjoint or temporal is not None
         self._check_work({inputs.input_type: inputs.node.numel()}, num_neighbors, replace, disjoint)
-        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed, allocate)
+        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed, allocate, temporal)
         return sampler.sample_from_nodes(inputs)
 
     def sample_from_edges(
@@ -129,6 +132,7 @@ class SamplingRunner:
         replace: bool,
         disjoint: bool,
         seed: int | None,
+        temporal: TemporalOptions | None = None,
         allocate: Allocate | None = None,
     ) -> SamplerOutput | HeteroSamplerOutput:
         """PyG's ``sample_from_edges``: positives, negatives and metadata with local indices;
@@ -144,12 +148,13 @@ class SamplingRunner:
         self._check(links, "seed links", num_neighbors)
         src, dst = edge_ends(inputs.input_type)
         seeds = {src: 2 * links} if src == dst else {src: links, dst: links}  # both ends of each link
+        disjoint = disjoint or temporal is not None
         self._check_work(seeds, num_neighbors, replace, disjoint)
         if neg_sampling is not None:
             generator = torch.Generator()
             generator.manual_seed(int(torch.randint(1 << 62, ())) if seed is None else seed)
             neg_sampling = _SeededNegativeSampling(neg_sampling, generator)
-        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed, allocate)
+        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed, allocate, temporal)
         return sampler.sample_from_edges(inputs, neg_sampling)
 
     def gather_rows(

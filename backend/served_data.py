@@ -22,6 +22,8 @@ from gnnstore.backend.feature_tier import FeatureTier
 from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler
 from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.snapshot_builder import build_snapshot
+from gnnstore.backend.temporal_index import TemporalIndexes
+from gnnstore.common.temporal import TemporalOptions
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import edge_ends
 from gnnstore.backend.work_budget import GraphBounds
@@ -38,9 +40,12 @@ logger = logging.getLogger(__name__)
 UNKNOWN_EDGE_COUNT = -1
 """Edge count reported when live sampling has no snapshot to count from."""
 
-SamplerFactory = Callable[[NeighborCounts, bool, bool, "int | None", "Allocate | None"], BaseSampler]
-"""``(num_neighbors, replace, disjoint, seed, allocate)`` → a PyG sampler for one request;
-``allocate`` makes its output id tensors where the sampler can (``None``: ``torch.empty``)."""
+SamplerFactory = Callable[
+    [NeighborCounts, bool, bool, "int | None", "Allocate | None", "TemporalOptions | None"], BaseSampler
+]
+"""``(num_neighbors, replace, disjoint, seed, allocate, temporal)`` → a PyG sampler for one
+request; ``allocate`` makes its output id tensors where the sampler can (``None``:
+``torch.empty``); ``temporal`` asks for temporal sampling (``None``: none)."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,7 @@ def open_served_data(config: ServerConfig) -> ServedData:
             summary, make_sampler = _live(stores.graph_store, counts)
             bounds = GraphBounds(summary.num_nodes, summary.num_edges, unknown_degree=config.max_fanout)
         else:
-            summary, make_sampler, ranking, bounds = _snapshot(stores.graph_store, config, counts)
+            summary, make_sampler, ranking, bounds = _snapshot(stores, config, counts)
         tier = FeatureTier(config.data_dir / FEATURE_TIER)
         tier.refresh(stores.feature_store)
     except BaseException:
@@ -160,17 +165,26 @@ def _open_neo4j_stores(config: ServerConfig) -> Stores:
 
 
 def _snapshot(
-    graph_store: Any, config: ServerConfig, counts: dict[NodeType | None, int]
+    stores: Stores, config: ServerConfig, counts: dict[NodeType | None, int]
 ) -> tuple[GraphSummary, SamplerFactory, DegreeRanking, GraphBounds]:
-    """Sampling from a memory-mapped snapshot of the graph store's current version."""
-    snapshot = build_snapshot(graph_store, config.data_dir / SNAPSHOTS, num_nodes=counts)
+    """Sampling from a memory-mapped snapshot of the graph store's current version (temporal
+    sampling by node times read from the feature store)."""
+    snapshot = build_snapshot(stores.graph_store, config.data_dir / SNAPSHOTS, num_nodes=counts)
     engine = SamplingEngine(snapshot)
+    temporal_indexes = TemporalIndexes(engine, stores.feature_store)
 
     def make_sampler(
-        num_neighbors: NeighborCounts, replace: bool, disjoint: bool, seed: int | None, allocate: Allocate | None
+        num_neighbors: NeighborCounts,
+        replace: bool,
+        disjoint: bool,
+        seed: int | None,
+        allocate: Allocate | None,
+        temporal: TemporalOptions | None,
     ) -> BaseSampler:
         return SnapshotNeighborSampler(
-            engine, num_neighbors, replace=replace, disjoint=disjoint, seed=seed, allocate=allocate
+            engine, num_neighbors, replace=replace, disjoint=disjoint, seed=seed, allocate=allocate,
+            temporal=None if temporal is None else temporal_indexes.get(temporal.time_attr),
+            temporal_strategy="uniform" if temporal is None else temporal.strategy,
         )
 
     summary = GraphSummary(
@@ -197,14 +211,19 @@ def _live(
         raise PreconditionError("Neo4j holds no edges to sample; run `gnnstore ingest` first")
 
     def make_sampler(
-        num_neighbors: NeighborCounts, replace: bool, disjoint: bool, seed: int | None, allocate: Allocate | None
+        num_neighbors: NeighborCounts,
+        replace: bool,
+        disjoint: bool,
+        seed: int | None,
+        allocate: Allocate | None,
+        temporal: TemporalOptions | None,
     ) -> BaseSampler:
         # ``allocate`` goes unused: the live sampler's tensors come out of Cypher replies and
         # are copied into a reply segment like any other.
-        if replace or disjoint:
+        if replace or disjoint or temporal is not None:
             raise InvalidRequestError(
-                "live Neo4j sampling is without replacement and not disjoint; serve with "
-                "neo4j_sampling = 'snapshot' for replace or disjoint"
+                "live Neo4j sampling is without replacement, not disjoint and not temporal; serve "
+                "with neo4j_sampling = 'snapshot' for replace, disjoint or temporal sampling"
             )
         return Neo4jLiveSampler(graph_store, num_neighbors)
 

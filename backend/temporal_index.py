@@ -9,16 +9,21 @@ Edge types whose source type has no time are kept as they are and not filtered, 
 """
 from __future__ import annotations
 
+import logging
+import threading
+import time as clock
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from torch_geometric.typing import EdgeType, NodeType
 
-from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 
-TEMPORAL_STRATEGIES = ("uniform", "last")
+logger = logging.getLogger(__name__)
+
 
 
 @dataclass(frozen=True)
@@ -121,3 +126,48 @@ def batch_times(
 
 def _is_integer(dtype: torch.dtype) -> bool:
     return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+
+
+class TemporalIndexes:
+    """The temporal index of one time attribute at a time, built on first use from the stored
+    node times and again when the feature store's version changes (a Put of new times).
+
+    Args:
+        engine: the snapshot's engine (``SamplingEngine``).
+        feature_store: the durable feature store (``version()``, ``tensor_schema()``, ``get_tensor``).
+    """
+
+    def __init__(self, engine: Any, feature_store: Any) -> None:
+        self._engine = engine
+        self._features = feature_store
+        self._lock = threading.Lock()
+        self._cached: tuple[tuple[str, str], TemporalIndex] | None = None
+
+    def get(self, time_attr: str) -> TemporalIndex:
+        """The index sorted by ``time_attr``; building one takes a sort of every edge type.
+
+        Raises:
+            NotFoundError: no node type of the graph has ``time_attr``.
+            InvalidRequestError: its values are not one integer per node.
+        """
+        with self._lock:  # one build at a time; the others wait for it rather than repeat it
+            key = (time_attr, self._features.version())
+            if self._cached is None or self._cached[0] != key:
+                self._cached = None  # the old index's memory goes before the new one is built
+                started = clock.monotonic()
+                index = self._engine.temporal_index(self._node_times(time_attr))
+                logger.info("temporal index by %r built in %.2f s", time_attr, clock.monotonic() - started)
+                self._cached = (key, index)
+            return self._cached[1]
+
+    def _node_times(self, time_attr: str) -> dict[NodeType | None, np.ndarray]:
+        graph_types = self._engine.snapshot.num_nodes
+        groups = [s.group_name for s in self._features.tensor_schema()
+                  if s.attr_name == time_attr and s.group_name in graph_types]
+        if not groups:
+            raise NotFoundError(f"no node type has a feature {time_attr!r} to sample by time")
+        return {
+            group: node_times(self._features.get_tensor(group_name=group, attr_name=time_attr, index=None),
+                              group, time_attr)
+            for group in groups
+        }

@@ -41,6 +41,7 @@ from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.proto import graph_pb2
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.temporal import TEMPORAL_STRATEGIES
 from gnnstore.proto.sample_codec import (
     edge_input_to_proto,
     node_input_to_proto,
@@ -54,7 +55,7 @@ logger = logging.getLogger(__name__)
 
 
 class RemoteNeighborSampler(BaseSampler):
-    """Uniform neighbour sampling on a gnnstore server, as PyG's ``NeighborSampler`` samples.
+    """Uniform or temporal neighbour sampling on a gnnstore server, as PyG's ``NeighborSampler`` samples.
 
     Works with ``NodeLoader(data=(fs, gs), node_sampler=...)``, ``LinkLoader``,
     ``NeighborLoader(..., neighbor_sampler=...)`` and ``LinkNeighborLoader(...,
@@ -77,6 +78,14 @@ class RemoteNeighborSampler(BaseSampler):
         feature_store: the loader's :class:`RemoteFeatureStore`; its rows for the sampled
             nodes then travel in the sampling RPC.
         timeout: deadline of each sampling RPC (default: the connection's).
+        time_attr: sample temporally by this stored node attribute (one integer per node), as
+            PyG's ``NeighborSampler(time_attr=...)`` with node times: a node reached from a seed
+            has only neighbours no later than the seed's time (the loader's ``input_time`` or
+            ``edge_label_time``, else the seed's own time). Always disjoint, as in PyG. The
+            server sorts its graph by that attribute once (and again after a Put changes it);
+            the times never travel to the trainer.
+        temporal_strategy: ``'uniform'`` (draw among the allowed neighbours) or ``'last'`` (the
+            ``k`` latest of them).
     """
 
     def __init__(
@@ -89,11 +98,21 @@ class RemoteNeighborSampler(BaseSampler):
         seed: int | None = None,
         feature_store: RemoteFeatureStore | None = None,
         timeout: float | None = None,
+        time_attr: str | None = None,
+        temporal_strategy: str = "uniform",
     ) -> None:
         self.connection = _connection(address_or_client)
         self.num_neighbors = _plain_num_neighbors(num_neighbors)
         self.replace = bool(replace)
-        self.disjoint = bool(disjoint)
+        if time_attr is not None and (not isinstance(time_attr, str) or not time_attr):
+            raise InvalidRequestError(f"time_attr must be a non-empty str or None, got {time_attr!r}")
+        if temporal_strategy not in TEMPORAL_STRATEGIES:
+            raise InvalidRequestError(
+                f"temporal_strategy must be one of {TEMPORAL_STRATEGIES}, got {temporal_strategy!r}"
+            )
+        self.time_attr = time_attr
+        self.temporal_strategy = temporal_strategy
+        self.disjoint = bool(disjoint) or time_attr is not None  # as PyG: temporal means disjoint
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise InvalidRequestError(f"seed must be an int or None, got {seed!r}")
         self.seed = seed
@@ -152,7 +171,8 @@ class RemoteNeighborSampler(BaseSampler):
         one (a prefetcher's; see ``FeatureExchange.request``).
 
         Raises:
-            InvalidRequestError: no seeds, an id out of range, bad fanouts, seed times.
+            InvalidRequestError: no seeds, an id out of range, bad fanouts, seed times without
+                ``time_attr``.
             NotFoundError: an unknown node type.
             ServerUnavailableError: the server is unreachable or missed the deadline.
         """
@@ -200,9 +220,10 @@ class RemoteNeighborSampler(BaseSampler):
         return self._canonical_pairs[pair]
 
     def _prepare(self, request: Any, seed: int, reads_ahead: int) -> None:
-        request.options.CopyFrom(
-            options_to_proto(self.num_neighbors, replace=self.replace, disjoint=self.disjoint, seed=seed)
-        )
+        request.options.CopyFrom(options_to_proto(
+            self.num_neighbors, replace=self.replace, disjoint=self.disjoint, seed=seed,
+            time_attr=self.time_attr, temporal_strategy=self.temporal_strategy,
+        ))
         if self.feature_store is not None:
             attrs = [(s.group_name, s.attr_name) for s in self.feature_store.schema()]
             request.features.CopyFrom(self.feature_store.exchange.request(attrs, reads_ahead))

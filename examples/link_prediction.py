@@ -10,6 +10,11 @@ node ids, e.g. ``batch.n_id[batch.edge_label_index[:, num_pos:]]`` are the negat
 For brevity the supervision links below are also in the message-passing graph; a real split
 would hold them out (ingest the training edges only).
 
+``--time-attr time`` makes it temporal link prediction: the server samples each link's
+neighbourhood from nodes no later than the link (a link's time is the later of its ends' times,
+read for those ends only), negatives too, and the model trains on the earliest 90% of the links
+and is validated on the latest 10%.
+
 ``--amp`` (torch.autocast: bfloat16 on CPU, float16 with a gradient scaler on CUDA),
 ``--accumulate K`` and ``--report-dir`` work as in node_classification.py; the report's
 accuracy is the share of links the model classifies right.
@@ -47,6 +52,7 @@ def main() -> None:
     parser.add_argument("--amp", action="store_true", help="mixed precision (torch.autocast)")
     parser.add_argument("--accumulate", type=int, default=1, help="batches per optimizer step")
     parser.add_argument("--report-dir", default=None, help="save the training report here (JSON, PNG)")
+    parser.add_argument("--time-attr", default=None, help="node attribute of integer times: temporal sampling")
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)
@@ -55,16 +61,24 @@ def main() -> None:
     num_features = fs.get_tensor_size(group_name=None, attr_name="x")[1]
     row, col = gs.get_edge_index(edge_type=None, layout="coo")  # streamed in chunks
     links = torch.stack([row, col])[:, torch.randperm(row.numel())[: args.links]]
+    link_time = None
+    if args.time_attr:  # the past to train on, the future to validate on
+        ends_time = fs.get_tensor(group_name=None, attr_name=args.time_attr, index=links.flatten())
+        link_time = ends_time.view(2, -1).max(0).values
+        order = link_time.argsort()
+        links, link_time = links[:, order], link_time[order]
     split = int(0.9 * links.size(1))
-    train_links, val_links = links[:, :split], links[:, split:]
+    train, val = slice(0, split), slice(split, None)
 
     fanouts = [int(k) for k in args.fanouts.split(",")]
-    sampler = RemoteNeighborSampler(fs, fanouts, feature_store=fs)
+    sampler = RemoteNeighborSampler(fs, fanouts, feature_store=fs, time_attr=args.time_attr)
 
-    def loader(edges: torch.Tensor, shuffle: bool) -> LinkNeighborLoader:
+    def loader(part: slice, shuffle: bool) -> LinkNeighborLoader:
         return LinkNeighborLoader((fs, gs), num_neighbors=fanouts, neighbor_sampler=sampler,
-                                  edge_label_index=(None, edges), batch_size=args.batch_size,
-                                  shuffle=shuffle, neg_sampling=NegativeSampling("binary", 1))
+                                  edge_label_index=(None, links[:, part]), batch_size=args.batch_size,
+                                  edge_label_time=None if link_time is None else link_time[part],
+                                  time_attr=args.time_attr, shuffle=shuffle,
+                                  neg_sampling=NegativeSampling("binary", 1))
 
     model = GraphSAGE(num_features, 128, 2, 64).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
@@ -81,7 +95,7 @@ def main() -> None:
     for _ in range(args.epochs):
         model.train()
         report.start_epoch()
-        train_loader = loader(train_links, shuffle=True)
+        train_loader = loader(train, shuffle=True)
         total, correct, seen = 0.0, 0, 0
         for step, batch in enumerate(train_loader, start=1):
             batch = batch.to(device)
@@ -101,7 +115,7 @@ def main() -> None:
     model.eval()
     scores, labels = [], []
     with torch.no_grad():
-        for batch in loader(val_links, shuffle=False):
+        for batch in loader(val, shuffle=False):
             batch = batch.to(device)
             scores.append(scores_of(batch).cpu())
             labels.append(batch.edge_label.cpu())

@@ -60,20 +60,24 @@ class Fanout(_message.Message):
     def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., num_neighbors: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SamplingOptions(_message.Message):
-    __slots__ = ("num_neighbors", "per_edge_type", "replace", "disjoint", "seed", "no_hops")
+    __slots__ = ("num_neighbors", "per_edge_type", "replace", "disjoint", "seed", "no_hops", "time_attr", "temporal_strategy")
     NUM_NEIGHBORS_FIELD_NUMBER: _ClassVar[int]
     PER_EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
     REPLACE_FIELD_NUMBER: _ClassVar[int]
     DISJOINT_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     NO_HOPS_FIELD_NUMBER: _ClassVar[int]
+    TIME_ATTR_FIELD_NUMBER: _ClassVar[int]
+    TEMPORAL_STRATEGY_FIELD_NUMBER: _ClassVar[int]
     num_neighbors: _containers.RepeatedScalarFieldContainer[int]
     per_edge_type: _containers.RepeatedCompositeFieldContainer[Fanout]
     replace: bool
     disjoint: bool
     seed: int
     no_hops: bool
-    def __init__(self, num_neighbors: _Optional[_Iterable[int]] = ..., per_edge_type: _Optional[_Iterable[_Union[Fanout, _Mapping]]] = ..., replace: _Optional[bool] = ..., disjoint: _Optional[bool] = ..., seed: _Optional[int] = ..., no_hops: _Optional[bool] = ...) -> None: ...
+    time_attr: str
+    temporal_strategy: str
+    def __init__(self, num_neighbors: _Optional[_Iterable[int]] = ..., per_edge_type: _Optional[_Iterable[_Union[Fanout, _Mapping]]] = ..., replace: _Optional[bool] = ..., disjoint: _Optional[bool] = ..., seed: _Optional[int] = ..., no_hops: _Optional[bool] = ..., time_attr: _Optional[str] = ..., temporal_strategy: _Optional[str] = ...) -> None: ...
 
 class HotPrefix(_message.Message):
     __slots__ = ("node_type", "count", "version")
@@ -140,7 +144,7 @@ class ReplySegmentUse(_message.Message):
     def __init__(self, used: _Optional[bool] = ..., refused: _Optional[str] = ..., needed_bytes: _Optional[int] = ..., placed_bytes: _Optional[int] = ...) -> None: ...
 
 class SampleFromNodesRequest(_message.Message):
-    __slots__ = ("options", "input_type", "node", "input_id", "features", "reply_segment", "accept_payload")
+    __slots__ = ("options", "input_type", "node", "input_id", "features", "reply_segment", "accept_payload", "time")
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -148,6 +152,7 @@ class SampleFromNodesRequest(_message.Message):
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     ACCEPT_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
     options: SamplingOptions
     input_type: _common_pb2.NodeType
     node: _common_pb2.Tensor
@@ -155,7 +160,8 @@ class SampleFromNodesRequest(_message.Message):
     features: FeatureRequest
     reply_segment: ReplySegment
     accept_payload: bool
-    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ...) -> None: ...
+    time: _common_pb2.Tensor
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ..., time: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
 
 class NegativeSamplingSpec(_message.Message):
     __slots__ = ("mode", "amount")
@@ -166,7 +172,7 @@ class NegativeSamplingSpec(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., amount: _Optional[float] = ...) -> None: ...
 
 class SampleFromEdgesRequest(_message.Message):
-    __slots__ = ("options", "input_type", "input_id", "row", "col", "label", "neg_sampling", "features", "reply_segment", "accept_payload")
+    __slots__ = ("options", "input_type", "input_id", "row", "col", "label", "neg_sampling", "features", "reply_segment", "accept_payload", "time")
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     INPUT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -177,6 +183,7 @@ class SampleFromEdgesRequest(_message.Message):
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     ACCEPT_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
     options: SamplingOptions
     input_type: _common_pb2.EdgeType
     input_id: _common_pb2.Tensor
@@ -187,7 +194,8 @@ class SampleFromEdgesRequest(_message.Message):
     features: FeatureRequest
     reply_segment: ReplySegment
     accept_payload: bool
-    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., label: _Optional[_Union[_common_pb2.OptionalTensor, _Mapping]] = ..., neg_sampling: _Optional[_Union[NegativeSamplingSpec, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ...) -> None: ...
+    time: _common_pb2.Tensor
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., label: _Optional[_Union[_common_pb2.OptionalTensor, _Mapping]] = ..., neg_sampling: _Optional[_Union[NegativeSamplingSpec, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ..., time: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
 
 class SampledEdges(_message.Message):
     __slots__ = ("edge_type", "row", "col", "edge")

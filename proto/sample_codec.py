@@ -39,16 +39,25 @@ from .codec import (
     tensor_to_proto,
 )
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.temporal import TEMPORAL_STRATEGIES, TemporalOptions
 from .reply_segment import ArrayWriter
 
 NeighborCounts = list[int] | dict[EdgeType, list[int]]
 
 
 def options_to_proto(
-    num_neighbors: NeighborCounts, *, replace: bool, disjoint: bool, seed: int | None
+    num_neighbors: NeighborCounts,
+    *,
+    replace: bool,
+    disjoint: bool,
+    seed: int | None,
+    time_attr: str | None = None,
+    temporal_strategy: str = "uniform",
 ) -> graph_pb2.SamplingOptions:
     """Encode PyG's ``num_neighbors`` (list or per-edge-type dict) and the sampler options."""
     options = graph_pb2.SamplingOptions(replace=replace, disjoint=disjoint, seed=seed)
+    if time_attr is not None:
+        options.time_attr, options.temporal_strategy = time_attr, temporal_strategy
     if isinstance(num_neighbors, Mapping):
         for edge_type, hops in num_neighbors.items():
             options.per_edge_type.add(
@@ -81,18 +90,29 @@ def num_neighbors_from_proto(options: graph_pb2.SamplingOptions) -> NeighborCoun
     return list(options.num_neighbors)
 
 
-def node_input_to_proto(inputs: NodeSamplerInput) -> graph_pb2.SampleFromNodesRequest:
-    """Encode a NodeSamplerInput (global seed ids); temporal inputs are not supported.
+def temporal_from_proto(options: graph_pb2.SamplingOptions) -> TemporalOptions | None:
+    """The request's temporal sampling, or ``None``.
 
     Raises:
-        InvalidRequestError: the input carries seed times.
+        InvalidRequestError: a strategy without a time attribute, or an unknown strategy.
     """
-    if inputs.time is not None:
-        raise InvalidRequestError("temporal sampling (seed time) is not supported by gnnstore yet")
+    if not options.time_attr:
+        if options.temporal_strategy:
+            raise InvalidRequestError("temporal_strategy is set, but no time_attr to sample by")
+        return None
+    strategy = options.temporal_strategy or "uniform"
+    if strategy not in TEMPORAL_STRATEGIES:
+        raise InvalidRequestError(f"temporal_strategy must be one of {TEMPORAL_STRATEGIES}, got {strategy!r}")
+    return TemporalOptions(options.time_attr, strategy)
+
+
+def node_input_to_proto(inputs: NodeSamplerInput) -> graph_pb2.SampleFromNodesRequest:
+    """Encode a NodeSamplerInput (global seed ids, seed times if any)."""
     request = graph_pb2.SampleFromNodesRequest(
         input_type=node_type_to_proto(inputs.input_type), node=ids_to_proto(inputs.node)
     )
     _put_input_id(request, inputs.input_id)
+    _put_time(request, inputs.time)
     return request
 
 
@@ -104,9 +124,34 @@ def node_input_from_proto(request: graph_pb2.SampleFromNodesRequest) -> NodeSamp
         raise InvalidRequestError(
             f"input_id has {input_id.numel()} entries for {node.numel()} seed nodes"
         )
+    time = _time_from_proto(request, node.numel(), "seed nodes")
     return NodeSamplerInput(
-        input_id=input_id, node=node, input_type=node_type_from_proto(request.input_type)
+        input_id=input_id, node=node, time=time, input_type=node_type_from_proto(request.input_type)
     )
+
+
+def _put_time(request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest, time: Tensor | None) -> None:
+    """Set the request's seed or link times (integers, as PyG's times are) if there are any.
+
+    Raises:
+        InvalidRequestError: floating-point times.
+    """
+    if time is not None:
+        if time.dtype.is_floating_point:
+            raise InvalidRequestError(f"seed and link times must be integers, got {time.dtype}")
+        request.time.CopyFrom(ids_to_proto(time))
+
+
+def _time_from_proto(
+    request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest, count: int, what: str
+) -> Tensor | None:
+    """The request's times, one per seed or link; ``None`` when unset."""
+    if not request.HasField("time"):
+        return None
+    time = ids_from_proto(request.time, "times")
+    if time.numel() != count:
+        raise InvalidRequestError(f"time has {time.numel()} entries for {count} {what} (one each)")
+    return time
 
 
 def _put_input_id(
@@ -127,13 +172,11 @@ def _input_id_from_proto(
 def edge_input_to_proto(
     inputs: EdgeSamplerInput, neg_sampling: NegativeSampling | None
 ) -> graph_pb2.SampleFromEdgesRequest:
-    """Encode an EdgeSamplerInput (global endpoint ids) and its negative sampling.
+    """Encode an EdgeSamplerInput (global endpoint ids, link times if any) and its negative sampling.
 
     Raises:
-        InvalidRequestError: the input carries times, or the negative sampling has weights.
+        InvalidRequestError: the negative sampling has weights, or times are not integers.
     """
-    if inputs.time is not None:
-        raise InvalidRequestError("temporal sampling (edge label time) is not supported yet")
     request = graph_pb2.SampleFromEdgesRequest(
         input_type=edge_type_to_proto(inputs.input_type),
         row=ids_to_proto(inputs.row),
@@ -141,6 +184,7 @@ def edge_input_to_proto(
         label=optional_tensor_to_proto(inputs.label),
     )
     _put_input_id(request, inputs.input_id)
+    _put_time(request, inputs.time)
     if neg_sampling is not None:
         if neg_sampling.src_weight is not None or neg_sampling.dst_weight is not None:
             raise InvalidRequestError("weighted negative sampling is not supported yet")
@@ -184,6 +228,7 @@ def edge_input_from_proto(
         row=row,
         col=col,
         label=label,
+        time=_time_from_proto(request, row.numel(), "links"),
         input_type=edge_type_from_proto(request.input_type),
     )
     return inputs, neg_sampling

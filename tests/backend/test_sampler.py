@@ -242,7 +242,7 @@ def test_bad_link_input_is_refused(engine: SamplingEngine) -> None:
         sampler.sample_from_edges(
             EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1]), input_type=("a", "b", "c"))
         )
-    with pytest.raises(InvalidRequestError, match="temporal"):
+    with pytest.raises(InvalidRequestError, match="no time attribute"):
         sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([0]), time=torch.tensor([1])))
     hetero = TopologySnapshot.from_edge_index({("a", "r", "b"): torch.tensor([[0], [0]])}, {"a": 1, "b": 1})
     with pytest.raises(NotFoundError, match="node type 'c' is not in the graph"):

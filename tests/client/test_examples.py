@@ -15,22 +15,35 @@ from served import ServerProcess, ingest, start_server
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+@pytest.fixture(scope="module")
+def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> ServerProcess:
+    """A graph whose nodes carry integer times (``time``), for temporal sampling."""
+    graph = generate_graph(2000, 8.0, 16, 4, seed=1)
+    graph.time = torch.randint(0, 10_000, (graph.num_nodes,), generator=torch.Generator().manual_seed(1))
+    with start_server(ingest(graph, tmp_path_factory.mktemp("temporal") / "data"), "--read-only") as server:
+        yield server
+
+
 @pytest.mark.parametrize(
-    "script, args, final",
+    "server, script, args, final",
     [
-        ("node_classification.py", ["--epochs", "2", "--batch-size", "64"], "test accuracy"),
-        ("node_classification.py", ["--epochs", "2", "--batch-size", "64", "--amp", "--accumulate", "2"],
-         "test accuracy"),
-        ("link_prediction.py", ["--epochs", "2", "--links", "600", "--batch-size", "128"], "validation AUC"),
-        ("link_prediction.py", ["--epochs", "2", "--links", "600", "--batch-size", "128", "--amp",
-                                "--accumulate", "2"], "validation AUC"),
+        ("homo_server", "node_classification.py", ["--epochs", "2", "--batch-size", "64"], "test accuracy"),
+        ("homo_server", "node_classification.py",
+         ["--epochs", "2", "--batch-size", "64", "--amp", "--accumulate", "2"], "test accuracy"),
+        ("homo_server", "link_prediction.py", ["--epochs", "2", "--links", "600", "--batch-size", "128"],
+         "validation AUC"),
+        ("homo_server", "link_prediction.py",
+         ["--epochs", "2", "--links", "600", "--batch-size", "128", "--amp", "--accumulate", "2"], "validation AUC"),
+        ("temporal_server", "link_prediction.py",
+         ["--epochs", "2", "--links", "2000", "--batch-size", "128", "--time-attr", "time"], "validation AUC"),
     ],
 )
 def test_example_trains_against_the_server_and_saves_its_report(
-    homo_server: ServerProcess, script: str, args: list[str], final: str, tmp_path: Path
+    request: pytest.FixtureRequest, server: str, script: str, args: list[str], final: str, tmp_path: Path
 ) -> None:
+    address = request.getfixturevalue(server).address
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / script), "--address", homo_server.address, *args,
+        [sys.executable, str(EXAMPLES / script), "--address", address, *args,
          "--report-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=300,
     )

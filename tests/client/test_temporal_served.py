@@ -1,0 +1,103 @@
+"""Temporal sampling through the server: PyG's loaders with input and link times, node times
+read from the feature store and never sent whole to the trainer."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.loader import LinkLoader, NodeLoader
+from torch_geometric.sampler import NodeSamplerInput
+
+from gnnstore.backend.sampler import SnapshotNeighborSampler
+from gnnstore.backend.sampling_engine import SamplingEngine
+from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.client import RemoteNeighborSampler, connect
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from served import ServerProcess, serve_graph
+
+N = 400
+
+
+@pytest.fixture(scope="module")
+def graph() -> Data:
+    generator = torch.Generator().manual_seed(11)
+    return Data(x=torch.randn(N, 8, generator=generator), edge_index=torch.randint(0, N, (2, 5000), generator=generator),
+                time=torch.randperm(N, generator=generator))
+
+
+@pytest.fixture(scope="module")
+def server(graph: Data, tmp_path_factory: pytest.TempPathFactory) -> ServerProcess:
+    with serve_graph(graph, tmp_path_factory.mktemp("temporal")) as process:
+        yield process
+
+
+def test_last_matches_the_in_process_engine_and_loaders_respect_seed_times(server: ServerProcess, graph: Data) -> None:
+    fs, gs = connect(server.address)
+    seeds, seed_time = torch.arange(0, N, 9), torch.arange(0, N, 9) % 300 + 50
+    remote = RemoteNeighborSampler(fs, [4, 3], time_attr="time", temporal_strategy="last")
+    assert remote.disjoint  # temporal means disjoint, as in PyG
+    engine = SamplingEngine(TopologySnapshot.from_data(graph))
+    local = SnapshotNeighborSampler(engine, [4, 3], temporal=engine.temporal_index({None: graph.time.numpy()}),
+                                    temporal_strategy="last")
+    got, want = (s.sample_from_nodes(NodeSamplerInput(None, seeds, time=seed_time)) for s in (remote, local))
+    assert torch.equal(got.node, want.node) and torch.equal(got.batch, want.batch)  # 'last' has no randomness
+    assert torch.equal(got.edge, want.edge) and torch.equal(got.metadata[1], seed_time)
+
+    sampler = RemoteNeighborSampler(fs, [5, 5], feature_store=fs, time_attr="time")
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, input_time=seed_time, batch_size=16)
+    for batch in loader:  # the stored times come back as the batch's `time` rows, like any feature
+        assert torch.equal(batch.time, graph.time[batch.n_id]) and torch.equal(batch.x, graph.x[batch.n_id])
+        src, dst = batch.edge_index
+        assert (batch.time[src] <= batch.seed_time[batch.batch[dst]]).all()
+
+
+def test_temporal_link_prediction_batches_hold_no_future_neighbour(server: ServerProcess, graph: Data) -> None:
+    fs, gs = connect(server.address)
+    link_time = torch.maximum(graph.time[graph.edge_index[0]], graph.time[graph.edge_index[1]])
+    late = link_time >= N // 2  # links once both ends exist, late enough for PyG's negative redraws
+    sampler = RemoteNeighborSampler(fs, [5, 5], feature_store=fs, time_attr="time")
+    loader = LinkLoader((fs, gs), link_sampler=sampler, edge_label_index=(None, graph.edge_index[:, late][:, :96]),
+                                edge_label_time=link_time[late][:96], neg_sampling="binary", batch_size=32,
+                                shuffle=True)
+    batches = list(loader)
+    assert len(batches) == 3
+    for batch in batches:  # each subtree (batch.batch) is one positive link's and its negative's
+        src, dst = batch.edge_index
+        assert (batch.time[src] <= batch.edge_label_time[batch.batch[dst]]).all()
+        ends = batch.n_id[batch.edge_label_index]
+        assert (graph.time[ends].max(0).values <= batch.edge_label_time).all()  # negatives too
+
+
+def test_bad_time_attributes_are_named(server: ServerProcess) -> None:
+    fs, _ = connect(server.address)
+    seeds = NodeSamplerInput(None, torch.arange(4))
+    with pytest.raises(NotFoundError, match="no node type has a feature 'when'"):
+        RemoteNeighborSampler(fs, [2], time_attr="when").sample_from_nodes(seeds)
+    with pytest.raises(InvalidRequestError, match="time attribute 'x' of node type None must hold one integer per node"):
+        RemoteNeighborSampler(fs, [2], time_attr="x").sample_from_nodes(seeds)
+    with pytest.raises(InvalidRequestError, match="temporal_strategy must be one of"):
+        RemoteNeighborSampler(fs, [2], time_attr="time", temporal_strategy="first")
+    with pytest.raises(InvalidRequestError, match="no time attribute"):
+        RemoteNeighborSampler(fs, [2]).sample_from_nodes(
+            NodeSamplerInput(None, torch.arange(4), time=torch.zeros(4, dtype=torch.long)))
+    with pytest.raises(InvalidRequestError, match="times must be integers, got torch.float32"):
+        RemoteNeighborSampler(fs, [2], time_attr="time").sample_from_nodes(
+            NodeSamplerInput(None, torch.arange(4), time=torch.zeros(4)))
+    with pytest.raises(InvalidRequestError, match="time has 3 entries for 4 seed nodes"):
+        RemoteNeighborSampler(fs, [2], time_attr="time").sample_from_nodes(
+            NodeSamplerInput(None, torch.arange(4), time=torch.zeros(3, dtype=torch.long)))
+
+
+def test_new_times_put_through_the_server_are_sampled_by(graph: Data, tmp_path: Path) -> None:
+    with serve_graph(graph, tmp_path) as server:
+        fs, _ = connect(server.address)
+        sampler = RemoteNeighborSampler(fs, [-1], time_attr="time")
+        seeds = NodeSamplerInput(None, torch.arange(20), time=torch.zeros(20, dtype=torch.long))
+        before = sampler.sample_from_nodes(seeds)
+        assert before.edge.numel() <= 20  # at time 0 at most the node with time 0 is a neighbour
+        fs.put_tensor(torch.zeros(N, dtype=torch.long), group_name=None, attr_name="time", index=None)
+        after = sampler.sample_from_nodes(seeds)  # every node now exists at time 0
+        in_degree = torch.bincount(graph.edge_index[1], minlength=N)[:20]
+        assert after.edge.numel() == int(in_degree.sum())
