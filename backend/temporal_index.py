@@ -58,12 +58,8 @@ class TemporalIndex:
             if time is None:
                 self.csc[edge_type] = (ptr, idx, eid, None)
                 continue
-            ptr = np.asarray(ptr)
-            src_time = time[idx]
-            dst = np.repeat(np.arange(ptr.shape[0] - 1), np.diff(ptr))
-            order = np.lexsort((src_time, dst))  # by destination, then by source time
-            self.csc[edge_type] = (ptr, np.ascontiguousarray(idx[order]), np.ascontiguousarray(eid[order]),
-                                   np.ascontiguousarray(src_time[order]))
+            order = _by_destination_then_time(np.asarray(ptr), np.asarray(idx), time)
+            self.csc[edge_type] = (ptr, idx[order], eid[order], time[idx[order]])
 
     def seed_times(self, seed: Mapping[NodeType | None, np.ndarray]) -> dict[NodeType | None, np.ndarray]:
         """Each seed's own node time, PyG's seed time when the caller gives none.
@@ -82,6 +78,19 @@ class TemporalIndex:
                 )
             out[node_type] = self.node_time[node_type][ids]
         return out
+
+
+def _by_destination_then_time(ptr: np.ndarray, idx: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """The CSC positions ordered by destination, then by source time (ties: as stored).
+
+    One stable sort of ``destination * N + rank of the source's time``: 1.8 s for 25M edges
+    here, where ``np.lexsort`` of the two keys took 12 s.
+    """
+    rank = np.empty(time.shape[0], np.int64)
+    rank[np.argsort(time, kind="stable")] = np.arange(time.shape[0])
+    key = np.repeat(np.arange(ptr.shape[0] - 1, dtype=np.int64), np.diff(ptr)) * time.shape[0]
+    key += rank[idx]
+    return np.argsort(key, kind="stable")
 
 
 def node_times(tensor: torch.Tensor, node_type: NodeType | None, time_attr: str) -> np.ndarray:

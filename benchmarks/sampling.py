@@ -2,7 +2,7 @@
 
 One run, one generated power-law graph (``gnnstore.ingest.generator``), one core: the same
 random batches of seeds go through this engine (in-memory snapshot and memory-mapped
-snapshot), the pure-torch ``TorchNeighborSampler`` of ``../shared/reference`` and, when pyg-lib
+snapshot; disjoint and temporal beside each other), the pure-torch ``TorchNeighborSampler`` of ``../shared/reference`` and, when pyg-lib
 or torch-sparse is importable, PyG's ``NeighborSampler``. Prints batches/s, sampled edges/s
 and the ratio of the engine to each baseline.
 
@@ -24,6 +24,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnstore.backend.sampler import SamplingEngine
+from gnnstore.backend.temporal_index import TemporalRequest
 from gnnstore.backend.topology import TopologySnapshot
 from gnnstore.ingest.generator import generate_graph
 
@@ -46,6 +47,22 @@ def measure(name: str, sample: Callable[[torch.Tensor], object], batches: list[t
         f"{nodes / len(batches):9.0f} nodes/batch  ({len(batches)} batches, {seconds:.2f} s)"
     )
     return rate
+
+
+def measure_temporal(engine: SamplingEngine, fanouts: list[int], batches: list[torch.Tensor]) -> None:
+    """Temporal sampling (random node times) beside disjoint sampling, which it always is: seeds
+    at the latest time (every neighbour allowed: the same work) and at the median time."""
+    times = torch.randint(0, 1 << 30, (engine.snapshot.num_nodes[None],), generator=torch.Generator().manual_seed(1))
+    start = time.perf_counter()
+    index = engine.temporal_index({None: times.numpy()})
+    print(f"temporal index (CSC sorted by source time): {time.perf_counter() - start:.1f} s")
+    disjoint = measure("engine, disjoint", lambda s: engine.sample(s, fanouts, disjoint=True), batches)
+    for label, at in (("latest", 1 << 30), ("median", 1 << 29)):
+        for last in (False, True):
+            request = TemporalRequest(index, {None: torch.full((batches[0].numel(),), at)}, last)
+            rate = measure(f"temporal {'last' if last else 'uniform'}, {label} seeds",
+                           lambda s, r=request: engine.sample(s, fanouts, temporal=r), batches)
+            print(f"  ratio temporal / disjoint: {rate / disjoint:.2f}x")
 
 
 def reference_sampler(data: Data, fanouts: list[int]) -> Callable[[torch.Tensor], object] | None:
@@ -108,6 +125,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         mapped = SamplingEngine(snapshot.save(tmp))
         measure("engine (memory-mapped snapshot)", lambda s: mapped.sample(s, args.fanouts), batches)
+    measure_temporal(engine, args.fanouts, batches)
     few = batches[: args.baseline_batches]
     for name, make in (("pure-torch reference", reference_sampler), ("PyG NeighborSampler", pyg_sampler)):
         sample = make(data, args.fanouts)
