@@ -1,4 +1,4 @@
-"""Neo4j figures: ingest edges/s through UNWIND batches, and live vs snapshot sampling batches/s.
+"""Neo4j figures: ingest and export edges/s, snapshot build, and live vs snapshot sampling batches/s.
 
 Starts the embedded Neo4j 5.26 the test suite uses (``tests/neo4j_server.py``) on a free port
 with a temporary data folder, unless ``--uri`` names a running, empty one. Run it under ``nice``
@@ -27,6 +27,7 @@ from neo4j_server import LocalNeo4j  # noqa: E402
 from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler  # noqa: E402
 from gnnstore.backend.sampler import SnapshotNeighborSampler  # noqa: E402
 from gnnstore.backend.snapshot_builder import build_snapshot  # noqa: E402
+from gnnstore.stores import neo4j_graph_store  # noqa: E402
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore  # noqa: E402
 
 
@@ -82,6 +83,16 @@ def run(uri: str, tmp: Path, num_nodes: int, num_edges: int, args: argparse.Name
     ingest_s = time.perf_counter() - started
     print(f"ingest: {num_edges} edges, {num_nodes} nodes in {ingest_s:.1f} s = "
           f"{num_edges / ingest_s:,.0f} edges/s (UNWIND batches of {args.batch_rows})")
+
+    rates = {}
+    for sessions in (1, neo4j_graph_store.READ_SESSIONS):  # the baseline: pages read one by one
+        default, neo4j_graph_store.READ_SESSIONS = neo4j_graph_store.READ_SESSIONS, sessions
+        started = time.perf_counter()
+        read = sum(row.numel() for row, _, _ in store.iter_edge_index(None))
+        rates[sessions] = read / (time.perf_counter() - started)
+        neo4j_graph_store.READ_SESSIONS = default
+        print(f"edge export from Neo4j, {sessions} session(s): {rates[sessions]:,.0f} edges/s")
+    print(f"ratio {default} sessions / 1: {rates[default] / rates[1]:.2f}x")
 
     started = time.perf_counter()
     snapshot = build_snapshot(store, tmp / "snapshots")

@@ -2,7 +2,8 @@
 
 One run, one generated power-law graph (``gnnstore.ingest.generator``), one core: the same
 random batches of seeds go through this engine (in-memory snapshot and memory-mapped
-snapshot; disjoint and temporal beside each other), the pure-torch ``TorchNeighborSampler`` of ``../shared/reference`` and, when pyg-lib
+snapshot; disjoint and temporal beside each other), the pure-torch
+``TorchNeighborSampler`` of ``../shared/reference`` and, when pyg-lib
 or torch-sparse is importable, PyG's ``NeighborSampler``. Prints batches/s, sampled edges/s
 and the ratio of the engine to each baseline.
 

@@ -130,7 +130,9 @@ def node_input_from_proto(request: graph_pb2.SampleFromNodesRequest) -> NodeSamp
     )
 
 
-def _put_time(request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest, time: Tensor | None) -> None:
+def _put_time(
+    request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest, time: Tensor | None
+) -> None:
     """Set the request's seed or link times (integers, as PyG's times are) if there are any.
 
     Raises:

@@ -31,7 +31,9 @@ def _reference(data: Data, time: torch.Tensor, seeds: list[int], seed_time: list
         for k in fanouts:
             new = []
             for v in frontier:
-                allowed = sorted((int(time[u]), u, e) for e, (u, w) in enumerate(zip(src, dst)) if w == v and time[u] <= t)
+                allowed = sorted(
+                    (int(time[u]), u, e) for e, (u, w) in enumerate(zip(src, dst)) if w == v and time[u] <= t
+                )
                 for _, u, e in (allowed if k < 0 else allowed[-k:] if k else []):
                     edges.add((b, u, v, e))
                     if u not in seen:
