@@ -3,9 +3,9 @@
 A Python signal handler runs between two bytecodes of the main thread, wherever that thread
 is, and one that takes a lock (setting a ``threading.Event``) can wait on a lock the main
 thread itself holds (a suspect, never reproduced, for a ``gnnstore serve`` that once ignored
-a SIGTERM sent right after its start-up line). Here the C-level handler writes the signal number to a pipe
-(``signal.set_wakeup_fd``) from whichever thread the kernel chose, and the main thread reads
-the pipe: no lock is ever taken in a handler.
+a SIGTERM sent right after its start-up line). Here the C-level handler writes the signal
+number to a pipe (``signal.set_wakeup_fd``) from whichever thread the kernel chose, and the
+main thread reads the pipe: no lock is ever taken in a handler.
 """
 from __future__ import annotations
 

@@ -74,9 +74,9 @@ def test_a_stop_during_a_put_waits_for_it_and_the_store_holds_old_or_new(tmp_pat
 
 
 def test_signals_dump_stacks_keep_serving_and_stop_gracefully(tmp_path: Path) -> None:
-    """SIGUSR1 writes every thread's stack to the log and the server goes on; SIGHUP and
-    other signals do not stop it; SIGINT, sent from another thread's point of view at once
-    after the start-up line as tests do, stops it with exit code 0."""
+    """SIGUSR1 writes every thread's stack to the log and the server goes on, as it does after
+    SIGHUP; SIGINT, also when sent at once after the start-up line (as ServerProcess sends
+    SIGTERM), stops it with exit code 0."""
     data_dir = ingest(generate_graph(300, 5.0, 8, 3, seed=2), tmp_path / "data")
     log = tmp_path / "server.log"
     for attempt in range(3):  # a signal right after the start-up line is the case that once hung

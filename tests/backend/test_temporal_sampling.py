@@ -21,7 +21,7 @@ def graph() -> tuple[Data, torch.Tensor]:
 
 
 def _reference(data: Data, time: torch.Tensor, seeds: list[int], seed_time: list[int], fanouts: list[int]):
-    """Per seed: its subtree's (node, hop) and (source, destination, e_id) edges, picking the
+    """Per seed ``b``: its subtree's ``(b, node)`` and ``(b, source, destination, e_id)``, picking the
     ``k`` latest in-neighbours no later than the seed time (all of them for -1)."""
     src, dst = data.edge_index.tolist()
     nodes, edges = set(), set()
