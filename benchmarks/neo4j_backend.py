@@ -1,4 +1,4 @@
-"""Neo4j figures: ingest and export edges/s, snapshot build, and live vs snapshot sampling batches/s.
+"""Neo4j figures: ingest (online and bulk) and export edges/s, snapshot build, live vs snapshot sampling.
 
 Starts the embedded Neo4j 5.26 the test suite uses (``tests/neo4j_server.py``) on a free port
 with a temporary data folder, unless ``--uri`` names a running, empty one. Run it under ``nice``
@@ -6,11 +6,13 @@ on a shared machine:
 
     nice -n 10 python benchmarks/neo4j_backend.py            # 100k nodes, 1M edges
     nice -n 10 python benchmarks/neo4j_backend.py --small    # 20k nodes, 100k edges
+    nice -n 10 python benchmarks/neo4j_backend.py --import-only 25000000   # the bulk path alone
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import sys
 import tempfile
 import time
@@ -29,6 +31,7 @@ from gnnstore.backend.sampler import SnapshotNeighborSampler  # noqa: E402
 from gnnstore.backend.snapshot_builder import build_snapshot  # noqa: E402
 from gnnstore.stores import neo4j_graph_store  # noqa: E402
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore  # noqa: E402
+from gnnstore.stores.neo4j_import import admin_import_args, write_import_files  # noqa: E402
 
 
 def power_law_edges(num_nodes: int, num_edges: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,10 +60,16 @@ def main() -> None:
     parser.add_argument("--batch-rows", type=int, default=20_000, help="rows per UNWIND batch")
     parser.add_argument("--batch-size", type=int, default=512, help="seeds per sampled batch")
     parser.add_argument("--fanouts", type=int, nargs="+", default=[10, 5])
+    parser.add_argument("--import-only", type=int, metavar="EDGES",
+                        help="only the bulk import, of a graph of EDGES edges and EDGES/25 nodes")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     num_nodes, num_edges = (20_000, 100_000) if args.small else (100_000, 1_000_000)
 
+    if args.import_only:
+        with tempfile.TemporaryDirectory(prefix="gnnstore-bench-neo4j-") as tmp:
+            bulk_import(Path(tmp), args.import_only // 25, args.import_only)
+        return
     with tempfile.TemporaryDirectory(prefix="gnnstore-bench-neo4j-") as tmp:
         server = None
         uri = args.uri
@@ -75,6 +84,34 @@ def main() -> None:
                 server.stop()
 
 
+def bulk_import(tmp: Path, num_nodes: int, num_edges: int) -> float:
+    """A new database through ``neo4j-admin database import``: gnnstore writes the files,
+    Neo4j imports them, gnnstore adopts the graph. Prints each step; returns edges/s overall."""
+    row, col = power_law_edges(num_nodes, num_edges, seed=1)
+    started = time.perf_counter()
+    write_import_files({None: (row, col)}, {None: num_nodes}, tmp / "import")
+    files_s = time.perf_counter() - started
+    neo4j = LocalNeo4j(tmp / "imported", heap_mb=1536, pagecache_mb=512)
+    neo4j.admin(admin_import_args(tmp / "import"))
+    import_s = time.perf_counter() - started - files_s
+    neo4j.start()
+    try:
+        adopt_started = time.perf_counter()
+        store = Neo4jGraphStore(neo4j.uri, None)
+        store.adopt_import(tmp / "import")
+        store.close()
+        adopt_s = time.perf_counter() - adopt_started
+    finally:
+        neo4j.stop()
+    total_s = files_s + import_s + adopt_s  # the database's start-up is not counted
+    print(f"bulk import: {num_edges} edges, {num_nodes} nodes: files {files_s:.1f} s, neo4j-admin import "
+          f"{import_s:.1f} s, adopt (constraints, indexes, metadata) {adopt_s:.1f} s = "
+          f"{num_edges / total_s:,.0f} edges/s")
+    shutil.rmtree(tmp / "import")
+    shutil.rmtree(tmp / "imported")
+    return num_edges / total_s
+
+
 def run(uri: str, tmp: Path, num_nodes: int, num_edges: int, args: argparse.Namespace) -> None:
     row, col = power_law_edges(num_nodes, num_edges)
     store = Neo4jGraphStore(uri, None, batch_size=args.batch_rows)
@@ -83,6 +120,8 @@ def run(uri: str, tmp: Path, num_nodes: int, num_edges: int, args: argparse.Name
     ingest_s = time.perf_counter() - started
     print(f"ingest: {num_edges} edges, {num_nodes} nodes in {ingest_s:.1f} s = "
           f"{num_edges / ingest_s:,.0f} edges/s (UNWIND batches of {args.batch_rows})")
+    imported = bulk_import(tmp, num_nodes, num_edges)
+    print(f"ratio bulk import / online ingest: {imported / (num_edges / ingest_s):.1f}x")
 
     rates = {}
     for sessions in (1, neo4j_graph_store.READ_SESSIONS):  # the baseline: pages read one by one

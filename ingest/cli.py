@@ -1,6 +1,7 @@
 """``gnnstore ingest``: a generated graph, Planetoid files or CSV/Parquet files into the stores.
 
-The graph goes to Kùzu in ``--data-dir`` or, with ``--graph-backend neo4j``, to Neo4j; the
+The graph goes to Kùzu in ``--data-dir`` or, with ``--graph-backend neo4j``, to Neo4j (or to
+``neo4j-admin`` import files for a new database, ``--neo4j-import-dir``); the
 features and the id map always go to RocksDB in ``--data-dir``. The graph options are read as
 the server reads them (``gnnstore.config``): flag, else ``GNNSTORE_GRAPH_BACKEND``,
 ``GNNSTORE_NEO4J_URI``, ``GNNSTORE_NEO4J_USER``; the password only from
@@ -12,6 +13,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import shlex
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from pathlib import Path
 import click
 from torch_geometric.typing import EdgeType, NodeType
 
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.config import GRAPH_BACKENDS, ServerConfig, load_config
 from gnnstore.ingest.file_source import KEY_COLUMN, LABEL_COLUMN, ingest_files
 from gnnstore.ingest.generator import generate_graph
@@ -30,6 +33,7 @@ from gnnstore.stores.data_dir import (
     Stores, clear_ingest_record, open_stores, read_ingest_record, write_ingest_record,
 )
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
+from gnnstore.stores.neo4j_import import ImportFilesGraphStore, admin_import_args
 
 DEFAULT_DATA_DIR = Path("gnnstore-data")
 _DEFAULTS = ServerConfig()
@@ -45,23 +49,31 @@ class Target:
         graph_backend: ``kuzu`` or ``neo4j``.
         neo4j_uri: the Bolt URI (``neo4j`` only).
         neo4j_auth: ``(user, password)``, or ``None`` when no password is set (auth off).
+        neo4j_import_dir: write the graph as ``neo4j-admin database import`` files here, for a
+            new database, instead of into a running Neo4j (``neo4j`` only).
     """
 
     data_dir: Path
     graph_backend: str = "kuzu"
     neo4j_uri: str = _DEFAULTS.neo4j_uri
     neo4j_auth: tuple[str, str] | None = dataclasses.field(default=None, repr=False)
+    neo4j_import_dir: Path | None = None
 
 
-def resolve_target(data_dir: Path, environ: Mapping[str, str], **flags: str | None) -> Target:
+def resolve_target(
+    data_dir: Path, environ: Mapping[str, str], neo4j_import_dir: Path | None = None, **flags: str | None
+) -> Target:
     """The target from flags (``None``: unset), then ``GNNSTORE_*`` variables, then defaults.
 
     Raises:
-        InvalidRequestError: a bad value in a ``GNNSTORE_*`` variable (the message names it).
+        InvalidRequestError: a bad value in a ``GNNSTORE_*`` variable (the message names it), or
+            an import directory for a graph backend other than ``neo4j``.
     """
     config = load_config(None, environ, {**flags, "data_dir": data_dir})
+    if neo4j_import_dir is not None and config.graph_backend != "neo4j":
+        raise InvalidRequestError("--neo4j-import-dir writes import files for Neo4j; add --graph-backend neo4j")
     auth = None if config.neo4j_password is None else (config.neo4j_user, config.neo4j_password)
-    return Target(config.data_dir, config.graph_backend, config.neo4j_uri, auth)
+    return Target(config.data_dir, config.graph_backend, config.neo4j_uri, auth, neo4j_import_dir)
 
 
 def target_options(command: Callable) -> Callable:
@@ -70,9 +82,9 @@ def target_options(command: Callable) -> Callable:
     @functools.wraps(command)
     def with_target(
         *args: object, data_dir: Path, graph_backend: str | None, neo4j_uri: str | None,
-        neo4j_user: str | None, skip_if_done: bool, **kwargs: object,
+        neo4j_user: str | None, neo4j_import_dir: Path | None, skip_if_done: bool, **kwargs: object,
     ) -> object:
-        target = resolve_target(data_dir, os.environ, graph_backend=graph_backend,
+        target = resolve_target(data_dir, os.environ, neo4j_import_dir, graph_backend=graph_backend,
                                 neo4j_uri=neo4j_uri, neo4j_user=neo4j_user)
         return command(*args, target=target, skip_if_done=skip_if_done, **kwargs)
 
@@ -87,6 +99,10 @@ def target_options(command: Callable) -> Callable:
                                          f"[default: {_DEFAULTS.neo4j_uri}]"),
         click.option("--neo4j-user", help="Neo4j user ($GNNSTORE_NEO4J_USER; password: "
                                           f"$GNNSTORE_NEO4J_PASSWORD).  [default: {_DEFAULTS.neo4j_user}]"),
+        click.option("--neo4j-import-dir", type=click.Path(file_okay=False, path_type=Path),
+                     help="With --graph-backend neo4j: write the graph as `neo4j-admin database "
+                          "import` files here (a new, empty directory) instead of into a running "
+                          "Neo4j; then import them and run `gnnstore neo4j-adopt`."),
         click.option("--skip-if-done", is_flag=True,
                      help="Do nothing when the last ingest that finished in --data-dir read the "
                           "same input into the same graph target (the stores are not opened)."),
@@ -104,7 +120,9 @@ def open_target(target: Target) -> Iterator[Stores]:
         ServerUnavailableError: Neo4j does not answer or refuses the login; nothing is written.
     """
     graph = None
-    if target.graph_backend == "neo4j":
+    if target.neo4j_import_dir is not None:
+        graph = ImportFilesGraphStore(target.neo4j_import_dir)
+    elif target.graph_backend == "neo4j":
         graph = Neo4jGraphStore(target.neo4j_uri, target.neo4j_auth, progress=True)
         try:
             graph.verify()
@@ -126,7 +144,9 @@ def run_ingest(
     fails or is killed leaves none, and the next run redoes it.
     """
     graph = {"backend": target.graph_backend}
-    if target.graph_backend == "neo4j":
+    if target.neo4j_import_dir is not None:
+        graph["import_dir"] = str(target.neo4j_import_dir.resolve())
+    elif target.graph_backend == "neo4j":
         graph["uri"] = target.neo4j_uri
     record = {"source": source, "graph": graph}
     if skip_if_done and read_ingest_record(target.data_dir) == record:
@@ -137,6 +157,12 @@ def run_ingest(
         report = ingest(stores)
     write_ingest_record(target.data_dir, record)
     click.echo(report.summary())
+    if target.neo4j_import_dir is not None:
+        click.echo(
+            f"graph written as import files to {target.neo4j_import_dir}. With the database stopped, "
+            f"run on the Neo4j host:\n  neo4j-admin {shlex.join(admin_import_args(target.neo4j_import_dir))}\n"
+            f"then start it and run:\n  gnnstore neo4j-adopt --import-dir {target.neo4j_import_dir}"
+        )
 
 
 def _digest(path: Path) -> str:
@@ -274,3 +300,26 @@ def _edge_type(name: str, option: str) -> EdgeType:
             param_hint=option,
         )
     return parts
+
+
+@click.command("neo4j-adopt")
+@click.option("--import-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
+              help="The directory `gnnstore ingest --neo4j-import-dir` wrote and neo4j-admin imported.")
+@click.option("--neo4j-uri", help=f"Bolt URI of Neo4j ($GNNSTORE_NEO4J_URI).  [default: {_DEFAULTS.neo4j_uri}]")
+@click.option("--neo4j-user", help="Neo4j user ($GNNSTORE_NEO4J_USER; password: "
+                                   f"$GNNSTORE_NEO4J_PASSWORD).  [default: {_DEFAULTS.neo4j_user}]")
+def adopt_command(import_dir: Path, neo4j_uri: str | None, neo4j_user: str | None) -> None:
+    """Make a graph imported by neo4j-admin a gnnstore graph: constraints, indexes, metadata.
+
+    Run once, after `neo4j-admin database import full` of the files and a start of the database.
+    """
+    target = resolve_target(DEFAULT_DATA_DIR, os.environ, graph_backend="neo4j", neo4j_uri=neo4j_uri,
+                            neo4j_user=neo4j_user)
+    store = Neo4jGraphStore(target.neo4j_uri, target.neo4j_auth)
+    try:
+        store.verify()
+        store.adopt_import(import_dir)
+        click.echo(f"adopted the imported graph in {target.neo4j_uri}: "
+                   f"{', '.join(str(a.edge_type) for a in store.get_all_edge_attrs())} (version {store.version()})")
+    finally:
+        store.close()

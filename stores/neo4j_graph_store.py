@@ -22,6 +22,7 @@ import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ from torch_geometric.typing import EdgeTensorType, EdgeType
 from gnnstore.common.errors import NotFoundError, PreconditionError, ServerUnavailableError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 from gnnstore.stores.edge_layout import from_coo, to_coo
+from gnnstore.stores.neo4j_import import IMPORTED_GENERATION, read_plan
 from gnnstore.stores.neo4j_schema import (
     EDGE_TYPE_LABEL,
     GRAPH_LABEL,
@@ -182,6 +184,38 @@ class Neo4jGraphStore(BaseGraphStore):
             label=node_label,
         )
         return int(records[0]["count"]) if records else 0
+
+    def adopt_import(self, directory: Path) -> None:
+        """Make a graph loaded by ``neo4j-admin database import`` (files from
+        ``neo4j_import.write_import_files`` in ``directory``) a gnnstore graph: constraints and
+        indexes, node counts, and each edge type's metadata pointing at the imported
+        relationships (stored as a COO), in one version bump at the end.
+
+        Raises:
+            PreconditionError: no plan in ``directory``, the database already holds gnnstore
+                metadata, or the imported counts differ from the plan's.
+        """
+        plan = read_plan(directory)
+        if self._edge_meta():
+            raise PreconditionError("this Neo4j already holds a gnnstore graph; adopt an import only once, into a new database")
+        for label, count in plan["nodes"].items():
+            self._make_schema(id_constraint_statement(label))
+            found = int(self._read(f"MATCH (n:{quote(label)}) RETURN count(n) AS n")[0]["n"])
+            if found != count:
+                raise PreconditionError(f"label {label!r}: {found} nodes in Neo4j, {count} in the import plan")
+            self._write(f"MERGE (t:{quote(NODE_TYPE_LABEL)} {{label: $label}}) SET t.count = $count",
+                        label=label, count=count)
+        self._write(f"MERGE (g:{quote(GRAPH_LABEL)}) ON CREATE SET g.uuid = randomUUID(), g.version = 0 "
+                    "SET g.generations = $gen", gen=IMPORTED_GENERATION)
+        for entry in plan["edges"]:
+            schema = EdgeSchema.from_key(entry["key"])
+            self._make_schema(eid_index_statement(schema.rel))
+            found = int(self._read(f"MATCH {schema.pattern} RETURN count(r) AS n")[0]["n"])
+            if found != entry["count"]:
+                raise PreconditionError(
+                    f"edge type {schema.edge_type!r}: {found} relationships in Neo4j, {entry['count']} in the import plan"
+                )
+            self._commit(schema, {EdgeLayout.COO.value: (False, tuple(entry["size"]))}, found, IMPORTED_GENERATION)
 
     # -- PyG hooks -------------------------------------------------------------------------
 

@@ -119,6 +119,24 @@ class LocalNeo4j:
             "-cp", f"{lib}/*", str(LAUNCHER), str(self.port), str(self.home), str(self.pagecache_mb),
         ]  # fmt: skip
 
+    def admin(self, args: list[str], lib: Path | None = None) -> str:
+        """Run ``neo4j-admin ARGS`` over this (stopped) home from the same jars; its output.
+
+        Raises:
+            RuntimeError: it failed (the message holds its output's end).
+        """
+        conf = self.home / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "neo4j.conf").touch()
+        result = subprocess.run(
+            [shutil.which("java") or "java", f"-Xmx{self.heap_mb}m", "-cp", f"{lib or neo4j_lib()}/*",
+             "org.neo4j.cli.AdminTool", *args],
+            capture_output=True, text=True, env={**os.environ, "NEO4J_HOME": str(self.home), "NEO4J_CONF": str(conf)},
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"neo4j-admin {' '.join(args[:3])} failed:\n{(result.stdout + result.stderr)[-3000:]}")
+        return result.stdout
+
     def start(self, lib: Path | None = None) -> "LocalNeo4j":
         """Start the JVM and return once Bolt answers; on failure stop it and raise with the log."""
         cmd = self.command(lib or neo4j_lib())
