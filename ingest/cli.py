@@ -155,6 +155,8 @@ def run_ingest(
     with open_target(target) as stores:
         clear_ingest_record(target.data_dir)
         report = ingest(stores)
+        if isinstance(stores.graph_store, ImportFilesGraphStore):
+            stores.graph_store.finish()
     write_ingest_record(target.data_dir, record)
     click.echo(report.summary())
     if target.neo4j_import_dir is not None:

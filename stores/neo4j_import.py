@@ -39,7 +39,7 @@ IMPORTED_GENERATION = 1
 
 class ImportFilesGraphStore(BaseGraphStore):
     """A write-only graph store that writes ``neo4j-admin`` import files instead of a database:
-    each put writes its edge type's file at once; ``close()`` writes the node files (the node
+    each put writes its edge type's file at once; ``finish()`` writes the node files (the node
     counts are the largest sizes put) and the plan. An ingest's graph target for
     ``--neo4j-import-dir``.
 
@@ -56,7 +56,6 @@ class ImportFilesGraphStore(BaseGraphStore):
         self._labels: dict[str, int] = {}
         self._edges: dict[str, dict[str, Any]] = {}  # metadata key -> plan entry
         self._attrs: dict[str, EdgeAttr] = {}
-        self._closed = False
 
     def _put_edge_index(self, edge_index: EdgeTensorType, edge_attr: EdgeAttr) -> bool:
         edge_type = edge_attr.edge_type
@@ -100,11 +99,9 @@ class ImportFilesGraphStore(BaseGraphStore):
         """Fixed: the files are not a graph yet."""
         return "neo4j-import-files"
 
-    def close(self) -> None:
-        """Write the node files and the plan (once)."""
-        if self._closed:
-            return
-        self._closed = True
+    def finish(self) -> None:
+        """Write the node files and the plan, once every edge type is put. Until then the
+        directory holds no plan, so a failed ingest's files are never imported by mistake."""
         for i, (label, count) in enumerate(self._labels.items()):
             _write_csv(self.directory / f"nodes-{i}.csv", f"id:ID({label})", [np.arange(count, dtype=np.int64)])
         plan = {"nodes": self._labels, "edges": list(self._edges.values())}
@@ -137,7 +134,7 @@ def write_import_files(
         if missing:
             raise InvalidRequestError(f"edge type {edge_type!r}: its {missing[0]} node type has no count in num_nodes")
         store.put_edge_index((row, col), edge_type=edge_type, layout="coo", size=(num_nodes[src], num_nodes[dst]))
-    store.close()
+    store.finish()
     return read_plan(directory)
 
 

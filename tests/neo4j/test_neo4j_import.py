@@ -17,7 +17,7 @@ from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.client import RemoteNeighborSampler, connect
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
-from gnnstore.stores.neo4j_import import admin_import_args, write_import_files
+from gnnstore.stores.neo4j_import import ImportFilesGraphStore, admin_import_args, write_import_files
 from neo4j_server import LocalNeo4j
 from served import start_neo4j_server
 
@@ -80,6 +80,11 @@ def test_bad_import_input_is_named(tmp_path: Path) -> None:
                            tmp_path / "b")
     with pytest.raises(PreconditionError, match="no import-plan.json"):
         admin_import_args(tmp_path / "nowhere")
+    partial = ImportFilesGraphStore(tmp_path / "c")  # an ingest that failed before finish()
+    partial.put_edge_index(random_coo(40, 40, 5), ("paper", "cites", "paper"), "coo", size=(40, 40))
+    partial.close()
+    with pytest.raises(PreconditionError, match="no import-plan.json"):
+        admin_import_args(tmp_path / "c")
 
 
 def test_ingest_to_import_files_then_adopt_then_serve(tmp_path: Path) -> None:
