@@ -207,15 +207,20 @@ class Neo4jGraphStore(BaseGraphStore):
                         label=label, count=count)
         self._write(f"MERGE (g:{quote(GRAPH_LABEL)}) ON CREATE SET g.uuid = randomUUID(), g.version = 0 "
                     "SET g.generations = $gen", gen=IMPORTED_GENERATION)
-        for entry in plan["edges"]:
-            schema = EdgeSchema.from_key(entry["key"])
-            self._make_schema(eid_index_statement(schema.rel))
-            found = int(self._read(f"MATCH {schema.pattern} RETURN count(r) AS n")[0]["n"])
-            if found != entry["count"]:
+        schemas = [(EdgeSchema.from_key(entry["key"]), entry) for entry in plan["edges"]]
+        planned: dict[tuple[str, str], int] = {}
+        for schema, entry in schemas:
+            planned[schema.src, schema.rel] = planned.get((schema.src, schema.rel), 0) + entry["count"]
+        for (src, rel), count in planned.items():  # (:label)-[:type]->() is read from Neo4j's count store
+            found = int(self._read(f"MATCH (:{quote(src)})-[r:{quote(rel)}]->() RETURN count(r) AS n")[0]["n"])
+            if found != count:
                 raise PreconditionError(
-                    f"edge type {schema.edge_type!r}: {found} relationships in Neo4j, {entry['count']} in the import plan"
+                    f"relationships {rel!r} from {src!r}: {found} in Neo4j, {count} in the import plan"
                 )
-            self._commit(schema, {EdgeLayout.COO.value: (False, tuple(entry["size"]))}, found, IMPORTED_GENERATION)
+        for schema, entry in schemas:
+            self._make_schema(eid_index_statement(schema.rel))
+            self._commit(schema, {EdgeLayout.COO.value: (False, tuple(entry["size"]))}, entry["count"],
+                         IMPORTED_GENERATION)
 
     # -- PyG hooks -------------------------------------------------------------------------
 

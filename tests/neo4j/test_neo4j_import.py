@@ -2,6 +2,7 @@
 ``neo4j-admin`` from the suite's own jars into a fresh database, then adopted and read."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,14 @@ def test_an_imported_graph_reads_back_and_samples_as_a_put_one(tmp_path: Path) -
     neo4j.start()
     try:
         store = Neo4jGraphStore(neo4j.uri, None)
+        plan_file = files / "import-plan.json"
+        good = plan_file.read_text()
+        plan["edges"][1]["count"] += 1  # an import that lost a relationship is named, not served
+        plan_file.write_text(json.dumps(plan))
+        with pytest.raises(PreconditionError, match="relationships 'cites' from 'paper': 200 in Neo4j, 201"):
+            store.adopt_import(files)
+        assert store.get_all_edge_attrs() == []
+        plan_file.write_text(good)
         store.adopt_import(files)
         with pytest.raises(PreconditionError, match="already holds a gnnstore graph"):
             store.adopt_import(files)
