@@ -197,7 +197,9 @@ class Neo4jGraphStore(BaseGraphStore):
         """
         plan = read_plan(directory)
         if self._edge_meta():
-            raise PreconditionError("this Neo4j already holds a gnnstore graph; adopt an import only once, into a new database")
+            raise PreconditionError(
+                "this Neo4j already holds a gnnstore graph; adopt an import only once, into a new database"
+            )
         for label, count in plan["nodes"].items():
             self._make_schema(id_constraint_statement(label))
             found = int(self._read(f"MATCH (n:{quote(label)}) RETURN count(n) AS n")[0]["n"])
