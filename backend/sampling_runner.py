@@ -27,7 +27,7 @@ from torch_geometric.sampler import (
 from torch_geometric.typing import NodeType
 
 from gnnstore.backend.degree_ranking import DegreeRanking
-from gnnstore.backend.served_data import SamplerFactory
+from gnnstore.backend.served_data import SamplerFactory, SamplerRequest
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import edge_ends
 from gnnstore.backend.work_budget import GraphBounds, sampled_edges_bound
@@ -120,7 +120,7 @@ class SamplingRunner:
         self._check(inputs.node.numel(), "seed nodes", num_neighbors)
         disjoint = disjoint or temporal is not None
         self._check_work({inputs.input_type: inputs.node.numel()}, num_neighbors, replace, disjoint)
-        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed, allocate, temporal)
+        sampler = self._make_sampler(SamplerRequest(num_neighbors, replace, disjoint, seed, allocate, temporal))
         return sampler.sample_from_nodes(inputs)
 
     def sample_from_edges(
@@ -154,7 +154,7 @@ class SamplingRunner:
             generator = torch.Generator()
             generator.manual_seed(int(torch.randint(1 << 62, ())) if seed is None else seed)
             neg_sampling = _SeededNegativeSampling(neg_sampling, generator)
-        sampler = self._make_sampler(num_neighbors, replace, disjoint, seed, allocate, temporal)
+        sampler = self._make_sampler(SamplerRequest(num_neighbors, replace, disjoint, seed, allocate, temporal))
         return sampler.sample_from_edges(inputs, neg_sampling)
 
     def gather_rows(

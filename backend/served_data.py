@@ -40,12 +40,28 @@ logger = logging.getLogger(__name__)
 UNKNOWN_EDGE_COUNT = -1
 """Edge count reported when live sampling has no snapshot to count from."""
 
-SamplerFactory = Callable[
-    [NeighborCounts, bool, bool, "int | None", "Allocate | None", "TemporalOptions | None"], BaseSampler
-]
-"""``(num_neighbors, replace, disjoint, seed, allocate, temporal)`` → a PyG sampler for one
-request; ``allocate`` makes its output id tensors where the sampler can (``None``:
-``torch.empty``); ``temporal`` asks for temporal sampling (``None``: none)."""
+@dataclass(frozen=True)
+class SamplerRequest:
+    """The sampler one request asks for.
+
+    Attributes:
+        num_neighbors: PyG's fanouts (a list, or a dict per edge type).
+        replace, disjoint: PyG's sampling flags.
+        seed: the request's random seed (``None``: a fresh draw).
+        allocate: makes the output id tensors where the sampler can (``None``: ``torch.empty``).
+        temporal: temporal sampling (``None``: none).
+    """
+
+    num_neighbors: NeighborCounts
+    replace: bool
+    disjoint: bool
+    seed: int | None
+    allocate: Allocate | None = None
+    temporal: TemporalOptions | None = None
+
+
+SamplerFactory = Callable[[SamplerRequest], BaseSampler]
+"""A PyG sampler for one request."""
 
 
 @dataclass(frozen=True)
@@ -173,16 +189,11 @@ def _snapshot(
     engine = SamplingEngine(snapshot)
     temporal_indexes = TemporalIndexes(engine, stores.feature_store)
 
-    def make_sampler(
-        num_neighbors: NeighborCounts,
-        replace: bool,
-        disjoint: bool,
-        seed: int | None,
-        allocate: Allocate | None,
-        temporal: TemporalOptions | None,
-    ) -> BaseSampler:
+    def make_sampler(request: SamplerRequest) -> BaseSampler:
+        temporal = request.temporal
         return SnapshotNeighborSampler(
-            engine, num_neighbors, replace=replace, disjoint=disjoint, seed=seed, allocate=allocate,
+            engine, request.num_neighbors, replace=request.replace, disjoint=request.disjoint,
+            seed=request.seed, allocate=request.allocate,
             temporal=None if temporal is None else temporal_indexes.get(temporal.time_attr),
             temporal_strategy="uniform" if temporal is None else temporal.strategy,
         )
@@ -210,22 +221,15 @@ def _live(
     if not edge_types:
         raise PreconditionError("Neo4j holds no edges to sample; run `gnnstore ingest` first")
 
-    def make_sampler(
-        num_neighbors: NeighborCounts,
-        replace: bool,
-        disjoint: bool,
-        seed: int | None,
-        allocate: Allocate | None,
-        temporal: TemporalOptions | None,
-    ) -> BaseSampler:
+    def make_sampler(request: SamplerRequest) -> BaseSampler:
         # ``allocate`` goes unused: the live sampler's tensors come out of Cypher replies and
         # are copied into a reply segment like any other.
-        if replace or disjoint or temporal is not None:
+        if request.replace or request.disjoint or request.temporal is not None:
             raise InvalidRequestError(
                 "live Neo4j sampling is without replacement, not disjoint and not temporal; serve "
                 "with neo4j_sampling = 'snapshot' for replace, disjoint or temporal sampling"
             )
-        return Neo4jLiveSampler(graph_store, num_neighbors)
+        return Neo4jLiveSampler(graph_store, request.num_neighbors)
 
     summary = GraphSummary(
         counts, {et: UNKNOWN_EDGE_COUNT for et in edge_types}, str(graph_store.version()), "live"
