@@ -189,7 +189,7 @@ class Neo4jGraphStore(BaseGraphStore):
         """Make a graph loaded by ``neo4j-admin database import`` (files from
         ``neo4j_import.write_import_files`` in ``directory``) a gnnstore graph: constraints and
         indexes, node counts, and each edge type's metadata pointing at the imported
-        relationships (stored as a COO), in one version bump at the end.
+        relationships (stored as a COO; each edge type's switch bumps the version).
 
         Raises:
             PreconditionError: no plan in ``directory``, the database already holds gnnstore

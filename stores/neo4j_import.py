@@ -12,7 +12,7 @@ import full`` writes the store files directly. gnnstore's side:
    stopped database, then starts it;
 3. ``Neo4jGraphStore.adopt_import(directory)`` adds what gnnstore reads by: the ``id``
    constraints, the ``eid`` indexes, the node counts, and each edge type's metadata (the
-   imported relationships are generation 1), in one version bump.
+   imported relationships are generation 1).
 """
 from __future__ import annotations
 
