@@ -191,15 +191,20 @@ class Neo4jGraphStore(BaseGraphStore):
         indexes, node counts, and each edge type's metadata pointing at the imported
         relationships (stored as a COO; each edge type's switch bumps the version).
 
+        Running it again after it was cut off finishes it.
+
         Raises:
-            PreconditionError: no plan in ``directory``, the database already holds gnnstore
-                metadata, or the imported counts differ from the plan's.
+            PreconditionError: no plan in ``directory``, the database holds another gnnstore
+                graph, or the imported counts differ from the plan's.
         """
         plan = read_plan(directory)
-        if self._edge_meta():
-            raise PreconditionError(
-                "this Neo4j already holds a gnnstore graph; adopt an import only once, into a new database"
-            )
+        planned = {e["key"]: e["count"] for e in plan["edges"]}
+        for key, meta in self._edge_meta().items():  # an adopt that was cut off may run again
+            if planned.get(key) != meta.get("count") or meta.get("gen") != IMPORTED_GENERATION:
+                raise PreconditionError(
+                    "this Neo4j already holds a gnnstore graph other than this import; adopt an import "
+                    "into the new database it was imported into"
+                )
         for label, count in plan["nodes"].items():
             self._make_schema(id_constraint_statement(label))
             found = int(self._read(f"MATCH (n:{quote(label)}) RETURN count(n) AS n")[0]["n"])
@@ -210,10 +215,10 @@ class Neo4jGraphStore(BaseGraphStore):
         self._write(f"MERGE (g:{quote(GRAPH_LABEL)}) ON CREATE SET g.uuid = randomUUID(), g.version = 0 "
                     "SET g.generations = $gen", gen=IMPORTED_GENERATION)
         schemas = [(EdgeSchema.from_key(entry["key"]), entry) for entry in plan["edges"]]
-        planned: dict[tuple[str, str], int] = {}
+        per_type: dict[tuple[str, str], int] = {}
         for schema, entry in schemas:
-            planned[schema.src, schema.rel] = planned.get((schema.src, schema.rel), 0) + entry["count"]
-        for (src, rel), count in planned.items():  # (:label)-[:type]->() is read from Neo4j's count store
+            per_type[schema.src, schema.rel] = per_type.get((schema.src, schema.rel), 0) + entry["count"]
+        for (src, rel), count in per_type.items():  # (:label)-[:type]->() is read from Neo4j's count store
             found = int(self._read(f"MATCH (:{quote(src)})-[r:{quote(rel)}]->() RETURN count(r) AS n")[0]["n"])
             if found != count:
                 raise PreconditionError(

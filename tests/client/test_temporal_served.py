@@ -2,6 +2,7 @@
 read from the feature store and never sent whole to the trainer."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,19 @@ def test_new_times_put_through_the_server_are_sampled_by(graph: Data, tmp_path: 
         after = sampler.sample_from_nodes(seeds)  # every node now exists at time 0
         in_degree = torch.bincount(graph.edge_index[1], minlength=N)[:20]
         assert after.edge.numel() == int(in_degree.sum())
+
+
+def test_concurrent_first_temporal_requests_share_one_index_build(graph: Data, tmp_path: Path) -> None:
+    with serve_graph(graph, tmp_path, "--read-only") as server:  # no index yet: the first callers race to build it
+        fs, _ = connect(server.address)
+        engine = SamplingEngine(TopologySnapshot.from_data(graph))
+        local = SnapshotNeighborSampler(engine, [3, 2], temporal=engine.temporal_index({None: graph.time.numpy()}),
+                                        temporal_strategy="last")
+        seeds = NodeSamplerInput(None, torch.arange(0, N, 13), time=torch.arange(0, N, 13) % 250 + 100)
+        want = local.sample_from_nodes(seeds)
+        remote = RemoteNeighborSampler(fs, [3, 2], time_attr="time", temporal_strategy="last")
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(lambda _: remote.sample_from_nodes(seeds), range(8)))
+        for got in results:
+            assert torch.equal(got.node, want.node) and torch.equal(got.edge, want.edge)
+        assert server.log.read_text().count("temporal index by 'time' built") == 1
