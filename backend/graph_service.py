@@ -11,6 +11,7 @@ from torch import Tensor
 from gnnstore.backend.error_translation import translate_errors
 from gnnstore.backend.fair_scheduler import FairScheduler
 from gnnstore.backend.metrics import SERVICE_PREFIX, Metrics
+from gnnstore.backend.data_plane import DataPlane
 from gnnstore.backend.segment_mappings import ReplySegments
 from gnnstore.backend.sampling_runner import SamplingRunner
 from gnnstore.backend.served_data import UNKNOWN_EDGE_COUNT, GraphSummary
@@ -55,6 +56,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         summary: node and edge counts of the served graph.
         metrics: where the bytes replies write into clients' reply segments are counted.
         segments: the clients' reply segments, mapped for reuse.
+        data_plane: where large payloads wait for their client (``None``: none travels apart).
     """
 
     def __init__(
@@ -65,6 +67,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         summary: GraphSummary,
         metrics: Metrics | None = None,
         segments: ReplySegments | None = None,
+        data_plane: DataPlane | None = None,
     ) -> None:
         self._graph = graph_store
         self._graph_lock = threading.Lock()
@@ -73,6 +76,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         self._summary = summary
         self._segments = ReplySegments() if segments is None else segments
         self._metrics = metrics
+        self._data_plane = data_plane
 
     def ListEdgeAttrs(
         self, request: graph_pb2.ListEdgeAttrsRequest, context: grpc.ServicerContext
@@ -207,7 +211,13 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 self._metrics.record_shared(method_name, segment.placed_bytes - sum(r.bytes_unwritten for r in rows))
         elif refused:
             reply.reply_segment.refused = refused
-        return ReplyWithPayload(reply, segment) if isinstance(segment, PayloadWriter) else reply
+        if not isinstance(segment, PayloadWriter):
+            return reply
+        ticket = self._data_plane.hold(segment) if request.accept_bulk and self._data_plane is not None else None
+        if ticket is None:
+            return ReplyWithPayload(reply, segment)
+        reply.bulk.CopyFrom(ticket)
+        return reply
 
     def _check_layout(self, edge_type: object, layout: str) -> None:
         if layout not in _LAYOUTS:

@@ -14,6 +14,7 @@ import grpc
 import numpy as np
 
 from gnnstore.backend.auth import ANONYMOUS, Principal
+from gnnstore.proto import graph_pb2
 from gnnstore.proto.network import RETRY_KEY
 from gnnstore.proto.reply_payload import ReplyWithPayload
 
@@ -145,7 +146,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):
 
     Bytes are counted where the messages are (de)serialised, so no message is encoded twice
     just to be measured; a sampling reply with a payload (``ReplyWithPayload``) serialises
-    itself here. Since every request (the health check's too) is parsed here, a body
+    itself here, and one whose payload waits on the data port (``bulk``) counts it as sent. Since every request (the health check's too) is parsed here, a body
     that does not parse is answered here: ``INVALID_ARGUMENT`` saying so, where grpcio would
     answer ``INTERNAL``.
     """
@@ -185,7 +186,8 @@ class MetricsInterceptor(grpc.ServerInterceptor):
         def write(message: Any) -> bytes:
             data = message.serialize() if isinstance(message, ReplyWithPayload) else serialize(message)
             if measured:
-                self._metrics.record_sent(method, len(data), client)
+                bulk = message.bulk.size if isinstance(message, graph_pb2.SampleResponse) else 0
+                self._metrics.record_sent(method, len(data) + bulk, client)
             return data
 
         if handler.unary_unary is not None:

@@ -63,6 +63,13 @@ _DEFAULTS = ServerConfig()
               help="Serve Prometheus metrics on this port at /metrics (0: a free one).  [default: off]")
 @click.option("--metrics-host",
               help=f"Interface of the metrics endpoint (no authentication).  [default: {_DEFAULTS.metrics_host}]")
+@click.option("--data-plane/--no-data-plane", default=None,
+              help="Send large sampling replies through the data port instead of gRPC.  [default: on]")
+@click.option("--data-port", type=int,
+              help="The data port on --host (0: a free one, which the log names).  [default: 0]")
+@click.option("--data-public-port", type=int,
+              help="The data port as clients reach it, where a port mapping renumbers it.  "
+                   "[default: the bound one]")
 def serve_command(config_file: Path | None, **flags: object) -> None:
     """Serve a data directory over gRPC (FeatureService, GraphService, IdMapService, AdminService).
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import ssl
 import threading
 from collections.abc import Callable
 from concurrent import futures
@@ -22,6 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from gnnstore import __version__
 from gnnstore.backend.admin_service import AdminServicer
+from gnnstore.backend.data_plane import DataPlane
 from gnnstore.backend.auth import AuthInterceptor, TokenTable, identify, load_tokens
 from gnnstore.backend.fair_scheduler import FairScheduler
 from gnnstore.backend.feature_service import FeatureServicer
@@ -69,6 +71,7 @@ class GnnStoreServer:
         self._stream_guard: StreamGuard | None = None
         self._segments: ReplySegments | None = None
         self._metrics_endpoint: ThreadingHTTPServer | None = None
+        self.data_plane: DataPlane | None = None
         self.metrics_port: int | None = None
         """The bound port of the Prometheus endpoint (``None``: not served)."""
         self._health = health.HealthServicer(experimental_non_blocking=True)
@@ -85,6 +88,10 @@ class GnnStoreServer:
         self.tokens = load_tokens(config.auth_file, config.auth_tokens)
         _check_exposure(config, self.tokens)
         credentials = _server_credentials(config)
+        if config.data_plane:
+            self.data_plane = DataPlane(
+                config.host, config.data_port, tls=_data_port_tls(config), public_port=config.data_public_port
+            )
         if self.data is None:
             self.data = open_served_data(config)
         try:
@@ -97,18 +104,36 @@ class GnnStoreServer:
             self._server = None
             self.stop()  # the sampling threads, the handler pool and the data
             raise PreconditionError(f"cannot listen on {config.address}: {exc}") from None
-        self._server.start()
         self.address = f"{config.host}:{port}"
+        if self.data_plane is not None:
+            self._open_data_port()
+        self._server.start()
         if config.metrics_port is not None:
             self._serve_metrics()
         for name in ("", *SERVICE_NAMES):
             self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         logger.info(
-            "serving on %s (%s, %s)", self.address,
+            "serving on %s (%s, %s; data port %s)", self.address,
             "no tokens" if self.tokens is None else f"{len(self.tokens)} token(s)",
             "plaintext" if credentials is None else "mutual TLS" if config.tls_client_ca else "TLS",
+            "off" if self.data_plane is None else self.data_plane.port,
         )
         return self.address
+
+    def _open_data_port(self) -> None:
+        """Bind the data port.
+
+        Raises:
+            PreconditionError: it cannot be bound (the server is stopped then).
+        """
+        try:
+            self.data_plane.start()
+        except OSError as exc:
+            self.stop(0)
+            raise PreconditionError(
+                f"cannot open the data port {self.config.host}:{self.config.data_port}: {exc.strerror} "
+                "(choose another with --data-port, or --no-data-plane)"
+            ) from None
 
     def _serve_metrics(self) -> None:
         """Start the Prometheus endpoint.
@@ -176,6 +201,9 @@ class GnnStoreServer:
             _drain(self._handlers, grace + HANDLER_DRAIN_S)
             self._handlers = None
             logger.info("stopped serving on %s", self.address)
+        if self.data_plane is not None:  # after the calls' grace: their clients had it to read
+            self.data_plane.close()
+            self.data_plane = None
         if self._stream_guard is not None:
             self._stream_guard.close()
             self._stream_guard = None
@@ -231,7 +259,10 @@ class GnnStoreServer:
         )
         segments = self._segments = ReplySegments()
         graph_pb2_grpc.add_GraphServiceServicer_to_server(
-            GraphServicer(data.graph_store, runner, self._sampling, data.summary, self.metrics, segments), server
+            GraphServicer(
+                data.graph_store, runner, self._sampling, data.summary, self.metrics, segments, self.data_plane
+            ),
+            server,
         )
         idmap_pb2_grpc.add_IdMapServiceServicer_to_server(IdMapServicer(data.id_map), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
@@ -313,6 +344,25 @@ def _server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
     return grpc.ssl_server_credentials(
         [(key, chain)], root_certificates=client_ca, require_client_auth=client_ca is not None
     )
+
+
+def _data_port_tls(config: ServerConfig) -> ssl.SSLContext | None:
+    """The data port's TLS, with the gRPC port's certificate (``None``: plaintext, as that port).
+
+    Raises:
+        InvalidRequestError: the certificate and key do not load (named by setting, not path).
+    """
+    if config.tls_cert is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(config.tls_cert, config.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidRequestError(
+            f"tls_cert and tls_key do not load as a PEM certificate chain and its key ({exc.__class__.__name__})"
+        ) from None
+    return context
 
 
 def _server_options(config: ServerConfig) -> list[tuple[str, Any]]:

@@ -11,14 +11,15 @@ the same seeds (1024 per batch, fanouts [15, 10]):
   20% of the nodes, the 20% caches with prefetch 2 (two batches made at once on threads of
   the trainer process), and the static one also with prefetch 4, with the server and the trainer
   each pinned to its own half of the cores (the rest share them all), with replies over the
-  socket only (no shared-memory segments), the same across a 10 Gbit/s link (a server in a
-  network namespace whose loopback `tc ... tbf` caps; ``benchmarks.link``, root only), and with
-  2 loader worker processes;
+  socket only (no shared-memory segments; payloads through the server's data port, and again
+  inside the gRPC replies), the same two across a 10 Gbit/s link (a server in a network
+  namespace whose loopback `tc ... tbf` caps; ``benchmarks.link``, root only), and with 2
+  loader worker processes;
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
   through the remote backend (20% static+SIEVE cache, prefetch 2);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M);
-* paired rounds: the engine in memory and the target row (static 20% cache, prefetch 2), shared
-  and with the server on its own cores, run back to back ``--rounds`` times (default 3), with
+* paired rounds: the engine in memory and the target row (static 20% cache, prefetch 2), shared,
+  with the server on its own cores, and socket only, run back to back ``--rounds`` times (default 3), with
   each round's ratio and their median, because a shared machine's speed drifts between the
   rows of one run.
 
@@ -69,7 +70,10 @@ NUM_CLASSES = 10
 TARGET = "remote: static 20%, prefetch 2"
 """The issue's target row: a 20% cache and prefetch 2, at 0.8x in-memory batches/s or better."""
 SOCKET_ONLY = f"{TARGET}, socket only"
-"""The target row as a trainer on another machine gets it: no shared-memory replies."""
+"""The target row as a trainer on another machine gets it: no shared-memory replies (payloads
+through the server's data port)."""
+THROUGH_GRPC = "through gRPC"
+"""A socket-only row's twin without the data port: every payload inside the gRPC reply."""
 LINK_RATE = "10gbit"
 """The link between hosts the cross-host row stands in for (``tc`` units)."""
 
@@ -93,13 +97,15 @@ class Phase:
     workers: int = 0
     train: bool = False
     shared_memory: bool = True  # replies through shared-memory segments (else the socket only)
+    data_plane: bool = True  # without shared memory: large replies through the server's data port
     apart: bool = False  # server and trainer each on half of the cores (the issue's "server on another core")
     token: str = ""  # the bearer token of a server with tokens (an admin's: Stats is read too)
     tls_ca: str = ""  # the CA file of a TLS server
 
     def connection(self) -> dict[str, object]:
         """``connect``'s arguments for this phase's server."""
-        return {"shared_memory": self.shared_memory, "token": self.token, "tls": self.tls_ca or False}
+        return {"shared_memory": self.shared_memory, "data_plane": self.data_plane, "token": self.token,
+                "tls": self.tls_ca or False}
 
 
 @dataclass(frozen=True)
@@ -329,15 +335,15 @@ def cpu_ceiling(target: Result, engine: Result, base: float) -> str:
     )
 
 
-def _across_a_link(data_dir: Path, work: Path, phase: Phase, seeds: Tensor) -> list[Result]:
-    """``phase`` against a server behind a loopback capped at ``LINK_RATE`` (``benchmarks.link``),
-    or no row where this machine cannot make one."""
+def _across_a_link(data_dir: Path, work: Path, phases: list[Phase], seeds: Tensor) -> list[Result]:
+    """``phases`` against a server behind a loopback capped at ``LINK_RATE`` (``benchmarks.link``),
+    or no rows where this machine cannot make one."""
     with capped_loopback(LINK_RATE) as refused:
         if refused:
-            print(f"{phase.name}: skipped ({refused})", flush=True)
+            print(f"{phases[0].name}: skipped ({refused})", flush=True)
             return []
         with ServerProcess(data_dir, "--read-only", log=work / "server-link.log", startup_timeout=3600) as far:
-            return [in_fresh_process(replace(phase, address=far.address, server_pid=far.proc.pid), seeds)]
+            return [in_fresh_process(replace(p, address=far.address, server_pid=far.proc.pid), seeds) for p in phases]
 
 
 def paired_rounds(engine: Phase, remotes: list[Phase], seeds: Tensor, rounds: int) -> list[list[Result]]:
@@ -454,14 +460,14 @@ def main() -> None:
                 remote, name=f"{TARGET}, server on its own cores", cache_fraction=0.2,
                 policy="static", prefetch=2, apart=True,
             ), seeds))
-            results.append(in_fresh_process(replace(  # what shared-memory replies bring
-                remote, name=SOCKET_ONLY, cache_fraction=0.2,
-                policy="static", prefetch=2, shared_memory=False,
-            ), seeds))
-            results += _across_a_link(data_dir, work, replace(
-                remote, name=f"{SOCKET_ONLY}, 10 Gbit/s link", cache_fraction=0.2, policy="static",
-                prefetch=2, shared_memory=False,
-            ), seeds)
+            socket_only = replace(remote, name=SOCKET_ONLY, cache_fraction=0.2, policy="static", prefetch=2,
+                                  shared_memory=False)
+            for phase in (socket_only, replace(socket_only, name=f"{SOCKET_ONLY}, {THROUGH_GRPC}", data_plane=False)):
+                results.append(in_fresh_process(phase, seeds))  # what shared memory / the data port bring
+            linked = replace(socket_only, name=f"{SOCKET_ONLY}, 10 Gbit/s link")
+            results += _across_a_link(data_dir, work, [
+                linked, replace(linked, name=f"{linked.name}, {THROUGH_GRPC}", data_plane=False),
+            ], seeds)
             results.append(in_fresh_process(replace(  # worker processes instead of threads
                 remote, name="remote: static 20%, prefetch 2, 2 workers", cache_fraction=0.2,
                 policy="static", prefetch=2, workers=2,
@@ -477,7 +483,8 @@ def main() -> None:
             target = replace(remote, name=TARGET, cache_fraction=0.2, policy="static", prefetch=2)
             rounds = paired_rounds(
                 replace(common, name="in-memory: gnnstore engine", kind="engine"),
-                [target, replace(target, name=f"{TARGET}, server on its own cores", apart=True)],
+                [target, replace(target, name=f"{TARGET}, server on its own cores", apart=True),
+                 replace(target, name=SOCKET_ONLY, shared_memory=False)],
                 seeds, args.rounds,
             )
         draw = torch.randint(tenth_ids.numel(), (seeds.numel(),), generator=torch.Generator().manual_seed(1))

@@ -32,6 +32,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from gnnstore.client.data_port import DataPortClient, DataPortUnreachable, client_tls
 from gnnstore.client.segment_pool import ReplySegmentPool
 from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S, IDEMPOTENT_CALLS, Backoff
 from gnnstore.proto import admin_pb2, admin_pb2_grpc, feature_pb2_grpc, idmap_pb2_grpc
@@ -81,6 +82,9 @@ class Connection:
         client_cert, client_key: this client's PEM certificate and key, for mutual TLS.
         retry_timeout: seconds an idempotent call keeps retrying while a server this process
             has reached is unreachable (default 60; 0: never retry).
+        data_plane: read large sampling replies from the server's data port when it offers one
+            (default ``True``; see ``data_port.py``). A process that cannot reach the port warns
+            once and receives them through gRPC.
 
     Raises:
         InvalidRequestError: a bad address, timeout or retry_timeout, a certificate file that
@@ -99,6 +103,7 @@ class Connection:
         client_cert: str | os.PathLike | None = None,
         client_key: str | os.PathLike | None = None,
         retry_timeout: float = DEFAULT_RETRY_TIMEOUT_S,
+        data_plane: bool = True,
     ) -> None:
         host, sep, port = address.rpartition(":")
         if not sep or not host or not port.isdigit():
@@ -125,6 +130,8 @@ class Connection:
         self._pid: int | None = None
         self._stubs: dict[str, Any] = {}
         self._segments: ReplySegmentPool | None = None
+        self.data_plane = bool(data_plane)
+        self._data_port: DataPortClient | None = None
         self.data_version: str | None = None
         """The graph version the server served at this connection's first call (``None``
         before it); inherited by loader workers."""
@@ -142,7 +149,7 @@ class Connection:
     def __getstate__(self) -> dict[str, Any]:
         # Never ship a channel across fork or pickle: the other process opens its own.
         state = self.__dict__.copy()
-        state.update(_lock=None, _channel=None, _pid=None, _stubs={}, _segments=None, retries=0)
+        state.update(_lock=None, _channel=None, _pid=None, _stubs={}, _segments=None, _data_port=None, retries=0)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -266,15 +273,44 @@ class Connection:
                 self._segments = ReplySegmentPool()
             return self._segments
 
+    def data_port(self) -> DataPortClient | None:
+        """This process's reader of the server's data port (``None``: not used)."""
+        if not self.data_plane:
+            return None
+        with self._lock:
+            self._open_in_this_process()
+            if self._data_port is None:
+                tls = None if self._tls is None else client_tls(self._tls[0])
+                self._data_port = DataPortClient(self.address.rpartition(":")[0].strip("[]"), tls)
+            return self._data_port
+
+    def fetch_payload(self, ticket: Any, timeout: float | None = None) -> memoryview | None:
+        """The payload a sampling reply left on the data port; ``None`` when it could not be read
+        (the caller asks again through gRPC). A port this process cannot reach is not tried again."""
+        port = self.data_port()
+        if port is None:
+            return None
+        try:
+            return port.fetch(ticket, self.timeout if timeout is None else timeout)
+        except DataPortUnreachable as exc:
+            logger.warning("%s; receiving sampling replies through gRPC instead (slower)", exc)
+            self.data_plane = False  # this process's copy only: workers try for themselves
+        except ServerUnavailableError as exc:
+            logger.info("%s; asking again through gRPC", exc)
+        return None
+
     def close(self) -> None:
-        """Close this process's channel and idle segments; the next call opens new ones."""
+        """Close this process's channel, idle segments and data-port connections; the next call
+        opens new ones."""
         with self._lock:
             if self._pid == os.getpid():
                 if self._channel is not None:
                     self._channel.close()
                 if self._segments is not None:
                     self._segments.close()
-            self._channel, self._pid, self._stubs, self._segments = None, None, {}, None
+                if self._data_port is not None:
+                    self._data_port.close()
+            self._channel, self._pid, self._stubs, self._segments, self._data_port = None, None, {}, None, None
 
     def _open_in_this_process(self) -> None:
         """Open the channel, and forget what a parent process opened (call under the lock)."""
@@ -286,7 +322,7 @@ class Connection:
             else:
                 credentials = grpc.ssl_channel_credentials(*self._tls)
                 self._channel = grpc.secure_channel(self.address, credentials, options=self._options())
-            self._pid, self._stubs, self._segments = pid, {}, None
+            self._pid, self._stubs, self._segments, self._data_port = pid, {}, None, None
             logger.debug("opened channel to %s in process %d", self.address, pid)
 
     def _stub(self, service: str) -> Any:

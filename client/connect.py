@@ -30,6 +30,7 @@ def connect(
     client_cert: str | os.PathLike | None = None,
     client_key: str | os.PathLike | None = None,
     retry_timeout: float = DEFAULT_RETRY_TIMEOUT_S,
+    data_plane: bool = True,
 ) -> tuple[RemoteFeatureStore, RemoteGraphStore]:
     """``(feature_store, graph_store)`` for the server at ``address``, sharing one connection.
 
@@ -61,6 +62,10 @@ def connect(
         retry_timeout: seconds a sampling, read or Put call keeps retrying while the server,
             once reached, is unreachable (a restart); default 60, 0 never retries. A server that
             comes back serving another graph version raises ``PreconditionError``.
+        data_plane: read large sampling replies without shared memory from the server's data
+            port (a socket beside the gRPC port, TLS when this connection has it) instead of
+            through gRPC (default ``True``); if the port cannot be reached, a warning says so once
+            and the replies come through gRPC.
 
     Raises:
         InvalidRequestError: an address that is not ``host:port``, a timeout <= 0, a negative
@@ -73,6 +78,7 @@ def connect(
     connection = Connection(
         address, timeout=timeout, max_message_bytes=max_message_bytes, shared_memory=shared_memory,
         token=token, tls=tls, client_cert=client_cert, client_key=client_key, retry_timeout=retry_timeout,
+        data_plane=data_plane,
     )
     fs, gs = RemoteFeatureStore(connection), RemoteGraphStore(connection)
     if cache_bytes:

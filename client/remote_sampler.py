@@ -238,6 +238,8 @@ class RemoteNeighborSampler(BaseSampler):
             request.reply_segment.CopyFrom(segment.message)
             if request.HasField("features") and self.feature_store.exchange.cache is not None:
                 request.features.aligned = True  # misses land where the batch needs them, hits go around
+        else:
+            request.accept_bulk = self.connection.data_plane
         try:
             received = self.connection.call("GraphService", method, request, timeout=self.timeout)
         except BaseException:
@@ -246,6 +248,12 @@ class RemoteNeighborSampler(BaseSampler):
             raise
         reply = received.message
         shared = None if segment is None else segments.lend(segment, reply)
+        if shared is None and reply.HasField("bulk"):  # the payload waits on the data port
+            shared = self.connection.fetch_payload(reply.bulk, self.timeout)
+            if shared is None:  # not there after all: the same seeded request again, through gRPC
+                request.accept_bulk = False
+                received = self.connection.call("GraphService", method, request, timeout=self.timeout)
+                reply = received.message
         if shared is None:  # no segment, or the server refused it: the arrays came in the payload
             shared = received.payload
         out = output_from_proto(reply, shared)

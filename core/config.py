@@ -63,6 +63,11 @@ class ServerConfig:
             (``None``: no endpoint; 0 picks a free port, which the log names).
         metrics_host: the metrics endpoint's interface; it has no authentication, so a
             non-loopback one is logged as a warning.
+        data_plane: send large sampling replies through the data port (a plain or TLS socket
+            next to the gRPC port, read with a one-use ticket) instead of through gRPC.
+        data_port: the data port on ``host`` (0 picks a free one, which the log names).
+        data_public_port: the data port as clients reach it, where a port mapping (Docker)
+            publishes it under another number; default the bound one.
     """
 
     data_dir: Path = Path("gnnstore-data")
@@ -94,6 +99,9 @@ class ServerConfig:
     tls_client_ca: Path | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    data_plane: bool = True
+    data_port: int = 0
+    data_public_port: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))
@@ -140,6 +148,11 @@ class ServerConfig:
                 f"metrics_port must be in 0..65535, got {self.metrics_port}",
             ),
             (bool(self.metrics_host), "metrics_host must not be empty"),
+            (0 <= self.data_port <= 65535, f"data_port must be in 0..65535, got {self.data_port}"),
+            (
+                self.data_public_port is None or 1 <= self.data_public_port <= 65535,
+                f"data_public_port must be in 1..65535, got {self.data_public_port}",
+            ),
         ]
         for ok, message in checks:
             if not ok:

@@ -144,7 +144,7 @@ class ReplySegmentUse(_message.Message):
     def __init__(self, used: _Optional[bool] = ..., refused: _Optional[str] = ..., needed_bytes: _Optional[int] = ..., placed_bytes: _Optional[int] = ...) -> None: ...
 
 class SampleFromNodesRequest(_message.Message):
-    __slots__ = ("options", "input_type", "node", "input_id", "features", "reply_segment", "accept_payload", "time")
+    __slots__ = ("options", "input_type", "node", "input_id", "features", "reply_segment", "accept_payload", "time", "accept_bulk")
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -153,6 +153,7 @@ class SampleFromNodesRequest(_message.Message):
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     ACCEPT_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_BULK_FIELD_NUMBER: _ClassVar[int]
     options: SamplingOptions
     input_type: _common_pb2.NodeType
     node: _common_pb2.Tensor
@@ -161,7 +162,8 @@ class SampleFromNodesRequest(_message.Message):
     reply_segment: ReplySegment
     accept_payload: bool
     time: _common_pb2.Tensor
-    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ..., time: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
+    accept_bulk: bool
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ..., time: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., accept_bulk: _Optional[bool] = ...) -> None: ...
 
 class NegativeSamplingSpec(_message.Message):
     __slots__ = ("mode", "amount")
@@ -172,7 +174,7 @@ class NegativeSamplingSpec(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., amount: _Optional[float] = ...) -> None: ...
 
 class SampleFromEdgesRequest(_message.Message):
-    __slots__ = ("options", "input_type", "input_id", "row", "col", "label", "neg_sampling", "features", "reply_segment", "accept_payload", "time")
+    __slots__ = ("options", "input_type", "input_id", "row", "col", "label", "neg_sampling", "features", "reply_segment", "accept_payload", "time", "accept_bulk")
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     INPUT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -184,6 +186,7 @@ class SampleFromEdgesRequest(_message.Message):
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     ACCEPT_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_BULK_FIELD_NUMBER: _ClassVar[int]
     options: SamplingOptions
     input_type: _common_pb2.EdgeType
     input_id: _common_pb2.Tensor
@@ -195,7 +198,8 @@ class SampleFromEdgesRequest(_message.Message):
     reply_segment: ReplySegment
     accept_payload: bool
     time: _common_pb2.Tensor
-    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., label: _Optional[_Union[_common_pb2.OptionalTensor, _Mapping]] = ..., neg_sampling: _Optional[_Union[NegativeSamplingSpec, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ..., time: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
+    accept_bulk: bool
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., label: _Optional[_Union[_common_pb2.OptionalTensor, _Mapping]] = ..., neg_sampling: _Optional[_Union[NegativeSamplingSpec, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ..., time: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., accept_bulk: _Optional[bool] = ...) -> None: ...
 
 class SampledEdges(_message.Message):
     __slots__ = ("edge_type", "row", "col", "edge")
@@ -223,8 +227,18 @@ class NodeRows(_message.Message):
     positions: _common_pb2.Tensor
     def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., attr_names: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[_common_pb2.Tensor, _Mapping]]] = ..., positions: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
 
+class BulkTicket(_message.Message):
+    __slots__ = ("ticket", "port", "size")
+    TICKET_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    ticket: bytes
+    port: int
+    size: int
+    def __init__(self, ticket: _Optional[bytes] = ..., port: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+
 class SampleResponse(_message.Message):
-    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment", "payload")
+    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment", "payload", "bulk")
     HETERO_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +249,7 @@ class SampleResponse(_message.Message):
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    BULK_FIELD_NUMBER: _ClassVar[int]
     hetero: bool
     node: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
     edges: _containers.RepeatedCompositeFieldContainer[SampledEdges]
@@ -245,4 +260,5 @@ class SampleResponse(_message.Message):
     features: _containers.RepeatedCompositeFieldContainer[NodeRows]
     reply_segment: ReplySegmentUse
     payload: bytes
-    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    bulk: BulkTicket
+    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ..., payload: _Optional[bytes] = ..., bulk: _Optional[_Union[BulkTicket, _Mapping]] = ...) -> None: ...

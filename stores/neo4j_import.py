@@ -156,7 +156,8 @@ def admin_import_args(directory: Path, database: str = "neo4j") -> list[str]:
     plan = read_plan(directory)
     nodes = [f"--nodes={label}={directory / f'nodes-{i}.csv'}" for i, label in enumerate(plan["nodes"])]
     rels = [f"--relationships={e['rel']}={directory / e['file']}" for e in plan["edges"]]
-    return ["database", "import", "full", database, "--id-type=integer", *nodes, *rels]
+    report = f"--report-file={directory / 'import.report'}"  # not the working directory's
+    return ["database", "import", "full", database, "--id-type=integer", report, *nodes, *rels]
 
 
 def _write_csv(path: Path, header: str, columns: list[np.ndarray]) -> None:

@@ -89,6 +89,7 @@ def compose_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     token = secrets.token_hex(24)
     env = {**os.environ, "GNNSTORE_IMAGE": IMAGE, "GNNSTORE_NEO4J_PASSWORD": secrets.token_hex(12),
            "GNNSTORE_AUTH_TOKENS": f"{token} reader compose-test", "GNNSTORE_PUBLISH_PORT": str(free_port()),
+           "GNNSTORE_PUBLISH_DATA_PORT": str(free_port()),
            "COMPOSE_PROJECT_NAME": PROJECT, "TEST_TOKEN": token}
     try:
         yield env
@@ -134,6 +135,8 @@ def _train_a_few_batches(env: dict[str, str]) -> list[float]:
             optimizer.step()
             total += loss.item()
         losses.append(total / len(loader))
+    # Shared memory cannot cross into the container: every batch came through the published data port.
+    assert fs.connection.data_plane and fs.connection.data_port().fetched == 2 * len(loader)
     fs.connection.close()
     return losses
 

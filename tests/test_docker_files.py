@@ -100,7 +100,7 @@ def test_environment_names_are_server_config_fields(service: str) -> None:
     assert volume[1] == env["GNNSTORE_DATA_DIR"] and volume[0] in COMPOSE["volumes"]
 
 
-def test_gnnstore_publishes_the_port_it_serves_on_this_hosts_loopback_and_needs_tokens() -> None:
+def test_gnnstore_publishes_its_ports_on_this_hosts_loopback_and_needs_tokens() -> None:
     env = environment("gnnstore")
     published = re.fullmatch(r"([\d.]+):\$\{GNNSTORE_PUBLISH_PORT:-(\d+)\}:(\d+)",
                              SERVICES["gnnstore"]["ports"][0])
@@ -111,8 +111,13 @@ def test_gnnstore_publishes_the_port_it_serves_on_this_hosts_loopback_and_needs_
     assert env["GNNSTORE_HOST"] == "0.0.0.0"  # reachable through the published port
     # Required like the Neo4j password: compose refuses to start without it.
     assert env["GNNSTORE_AUTH_TOKENS"].startswith("${GNNSTORE_AUTH_TOKENS:?")
+    data = re.fullmatch(r"([\d.]+):\$\{GNNSTORE_PUBLISH_DATA_PORT:-(\d+)\}:(\d+)", SERVICES["gnnstore"]["ports"][1])
+    assert data, SERVICES["gnnstore"]["ports"][1]
+    assert data.groups() == ("127.0.0.1", env["GNNSTORE_DATA_PORT"], env["GNNSTORE_DATA_PORT"])
+    # Clients are told the number the host publishes, whatever it is.
+    assert env["GNNSTORE_DATA_PUBLIC_PORT"] == "${GNNSTORE_PUBLISH_DATA_PORT:-%s}" % env["GNNSTORE_DATA_PORT"]
     expose = instructions("EXPOSE")
-    assert expose == [env["GNNSTORE_PORT"]]
+    assert expose == [f"{env['GNNSTORE_PORT']} {env['GNNSTORE_DATA_PORT']}"]
 
 
 def test_both_gnnstore_services_build_the_dockerfile() -> None:
@@ -133,11 +138,14 @@ def test_ingest_loads_the_graph_into_the_neo4j_the_server_reads() -> None:
     env = environment("ingest") | {"GNNSTORE_NEO4J_PASSWORD": "from-the-shell"}  # compose fills it in
     target = resolve_target(params["data_dir"], env, graph_backend=params["graph_backend"],
                             neo4j_uri=params["neo4j_uri"], neo4j_user=params["neo4j_user"])
-    served = load_config(None, environment("gnnstore") | {"GNNSTORE_NEO4J_PASSWORD": "from-the-shell"})
+    served = load_config(None, environment("gnnstore") | {  # as compose fills them in
+        "GNNSTORE_NEO4J_PASSWORD": "from-the-shell", "GNNSTORE_DATA_PUBLIC_PORT": "50052"
+    })
     assert target.graph_backend == served.graph_backend == "neo4j"
     assert target.neo4j_uri == served.neo4j_uri == "bolt://neo4j:7687"
     assert target.neo4j_auth == (served.neo4j_user, served.neo4j_password)
     assert target.data_dir == served.data_dir  # features and ids where the server reads them
+    assert served.data_plane and served.data_port == served.data_public_port == 50052
 
 
 def test_dockerfile_base_user_install_and_command() -> None:

@@ -1,0 +1,160 @@
+"""Sampling replies through the server's data port, as a trainer on another host receives them.
+
+Real servers on 127.0.0.1 with shared memory off (what another host gets): batches read from the
+data port equal those through gRPC, and a port that cannot be reached, a ticket already gone or a
+server without the data plane all still give exact batches.
+"""
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
+from torch_geometric.sampler import NodeSamplerInput
+
+from gnnstore.backend.server_process import free_port
+from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect, server_stats
+from gnnstore.client.channel import Connection
+from certificates import make_pki
+from gnnstore.client.data_port import DataPortClient
+from gnnstore.client.remote_feature_store import RemoteFeatureStore
+from gnnstore.ingest.generator import generate_graph
+from gnnstore.proto.sample_codec import node_input_to_proto, options_to_proto
+from served import ServerProcess, ingest, serve_graph, start_server
+
+SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
+KEYS = ("n_id", "edge_index", "e_id", "x", "y", "train_mask")
+
+
+@pytest.fixture(scope="module")
+def graph() -> Data:
+    """Big enough that a batch's payload (~0.5 MB) goes through the data port."""
+    return generate_graph(3000, 10.0, 96, 4, seed=2)
+
+
+@pytest.fixture(scope="module")
+def server(graph: Data, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    server = serve_graph(graph, tmp_path_factory.mktemp("data-port"), "--read-only")
+    yield server
+    server.stop()
+
+
+def epoch(
+    address: str, *, data_plane: bool = True, prefetch: int = 0, **connection: object
+) -> tuple[list[Data], Connection]:
+    fs, gs = connect(address, shared_memory=False, data_plane=data_plane, **connection)
+    sampler = RemoteNeighborSampler(fs, [10, 5], feature_store=fs, seed=4)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(1200), batch_size=300)
+    return list(Prefetcher(loader, depth=prefetch) if prefetch else loader), fs.connection
+
+
+def assert_same(batches: list[Data], truth: list[Data], graph: Data) -> None:
+    assert len(batches) == len(truth) == 4
+    for a, b in zip(batches, truth, strict=True):
+        for key in KEYS:
+            assert torch.equal(a[key], b[key]), key
+        assert torch.equal(a.x, graph.x[a.n_id])
+
+
+def test_batches_through_the_data_port_equal_those_through_grpc(server: ServerProcess, graph: Data) -> None:
+    sent_before = server_stats(server.address)[SAMPLE].bytes_sent if SAMPLE in server_stats(server.address) else 0
+    via_port, connection = epoch(server.address, prefetch=3)
+    sent_port = server_stats(server.address)[SAMPLE].bytes_sent - sent_before
+    via_grpc, plain = epoch(server.address, data_plane=False)
+    sent_grpc = server_stats(server.address)[SAMPLE].bytes_sent - sent_before - sent_port
+    assert connection.data_port().fetched == 4, "every batch's payload came from the data port"
+    assert plain.data_port() is None
+    assert_same(via_port, via_grpc, graph)
+    # Stats count a payload handed to the data port as sent: the two epochs moved the same bytes.
+    assert abs(sent_port - sent_grpc) < 0.01 * sent_grpc
+    assert sent_grpc > 4 * 300 * 96 * 4
+
+
+def test_an_unreachable_data_port_warns_once_and_the_replies_come_through_grpc(
+    graph: Data, server: ServerProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    nowhere = free_port()  # the server tells clients a port nobody listens on
+    misconfigured = serve_graph(graph, tmp_path, "--read-only", "--data-public-port", str(nowhere))
+    try:
+        with caplog.at_level(logging.WARNING, logger="gnnstore.client.channel"):
+            batches, connection = epoch(misconfigured.address)
+        warned = [r.getMessage() for r in caplog.records if "data port" in r.getMessage()]
+        assert len(warned) == 1 and f"127.0.0.1:{nowhere}" in warned[0] and "--data-public-port" in warned[0]
+        assert connection.data_plane is False
+        assert_same(batches, epoch(server.address, data_plane=False)[0], graph)
+    finally:
+        misconfigured.stop()
+
+
+def test_a_payload_gone_from_the_data_port_is_asked_for_again_through_grpc(
+    server: ServerProcess, graph: Data, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fetch = Connection.fetch_payload
+    thief = DataPortClient("127.0.0.1", None)
+
+    def read_by_another_first(self: Connection, ticket: object, timeout: float | None = None) -> memoryview | None:
+        thief.fetch(ticket, timeout=5)  # the ticket is spent, as if it had expired
+        return fetch(self, ticket, timeout)
+
+    monkeypatch.setattr(Connection, "fetch_payload", read_by_another_first)
+    requests_before = server_stats(server.address)[SAMPLE].requests
+    batches, connection = epoch(server.address)
+    assert thief.fetched == 4 and connection.data_port().fetched == 0
+    assert server_stats(server.address)[SAMPLE].requests - requests_before == 8, "each batch asked twice"
+    assert connection.data_plane, "a spent ticket does not turn the data port off"
+    monkeypatch.undo()
+    assert_same(batches, epoch(server.address, data_plane=False)[0], graph)
+    thief.close()
+
+
+def test_a_server_without_the_data_plane_answers_through_grpc(graph: Data, server: ServerProcess, tmp_path: Path) -> None:
+    without = serve_graph(graph, tmp_path, "--read-only", "--no-data-plane")
+    try:
+        batches, connection = epoch(without.address)
+        assert connection.data_port().fetched == 0
+        assert_same(batches, epoch(server.address, data_plane=False)[0], graph)
+    finally:
+        without.stop()
+
+
+@pytest.mark.parametrize("mutual", [False, True], ids=["tls", "mutual-tls"])
+def test_over_tls_the_data_port_speaks_tls_and_a_plaintext_reader_gets_nothing(
+    graph: Data, server: ServerProcess, tmp_path: Path, mutual: bool
+) -> None:
+    pki = make_pki(tmp_path / "pki")
+    token = secrets.token_urlsafe(24)
+    tls = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
+    client: dict[str, object] = {"tls": pki.ca, "token": token}
+    if mutual:
+        tls += ["--tls-client-ca", str(pki.ca)]
+        client.update(client_cert=pki.client_cert, client_key=pki.client_key)
+    secure = start_server(ingest(graph, tmp_path / "data"), "--read-only", *tls,
+                          env={"GNNSTORE_AUTH_TOKENS": f"{token} reader"}, name="tls")
+    try:
+        batches, connection = epoch(secure.address, **client)
+        assert connection.data_port().fetched == 4
+        assert_same(batches, epoch(server.address, data_plane=False)[0], graph)
+        # A reply's ticket sent in plaintext to the TLS port: the handshake fails, nothing is
+        # sent back, and the ticket is still good for the TLS reader it was issued to.
+        request = node_input_to_proto(NodeSamplerInput(input_id=None, node=torch.arange(300)))
+        request.options.CopyFrom(options_to_proto([10, 5], replace=False, disjoint=False, seed=1))
+        request.features.CopyFrom(RemoteFeatureStore(connection).exchange.request([(None, "x")], 0))
+        request.accept_payload = request.accept_bulk = True
+        ticket = connection.call("GraphService", "SampleFromNodes", request).message.bulk
+        assert ticket.size > 0
+        with socket.create_connection(("127.0.0.1", ticket.port), timeout=10) as plain:
+            plain.sendall(ticket.ticket)
+            try:
+                answer = plain.recv(1 << 16)
+            except ConnectionResetError:
+                answer = b""
+            assert answer == b"" or (answer[0] == 0x15 and len(answer) < 16), "closed, or a TLS alert alone"
+        assert len(connection.fetch_payload(ticket)) == ticket.size
+    finally:
+        secure.stop()
