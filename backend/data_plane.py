@@ -142,7 +142,10 @@ class DataPlane:
         Raises:
             OSError: the port cannot be bound.
         """
-        listener = socket.create_server((self._host, self._requested_port), backlog=self._max_connections)
+        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        listener = socket.create_server(
+            (self._host.strip("[]"), self._requested_port), family=family, backlog=self._max_connections
+        )
         listener.settimeout(0.5)  # the accept loop notices close() within this
         self._listener, self.port = listener, listener.getsockname()[1]
         threading.Thread(target=self._accept_loop, name="gnnstore-data-accept", daemon=True).start()

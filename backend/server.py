@@ -350,7 +350,7 @@ def _data_port_tls(config: ServerConfig) -> ssl.SSLContext | None:
     """The data port's TLS, with the gRPC port's certificate (``None``: plaintext, as that port).
 
     Raises:
-        InvalidRequestError: the certificate and key do not load (named by setting, not path).
+        InvalidRequestError: the certificate, key or client CA do not load (named by setting, not path).
     """
     if config.tls_cert is None:
         return None
@@ -358,9 +358,13 @@ def _data_port_tls(config: ServerConfig) -> ssl.SSLContext | None:
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         context.load_cert_chain(config.tls_cert, config.tls_key)
+        if config.tls_client_ca is not None:  # mutual TLS on this port too
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(config.tls_client_ca)
     except (OSError, ssl.SSLError) as exc:
         raise InvalidRequestError(
-            f"tls_cert and tls_key do not load as a PEM certificate chain and its key ({exc.__class__.__name__})"
+            f"tls_cert, tls_key and tls_client_ca do not load as a PEM certificate chain, its key and a "
+            f"CA ({exc.__class__.__name__})"
         ) from None
     return context
 

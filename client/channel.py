@@ -280,18 +280,16 @@ class Connection:
         with self._lock:
             self._open_in_this_process()
             if self._data_port is None:
-                tls = None if self._tls is None else client_tls(self._tls[0])
+                tls = None if self._tls is None else client_tls(*self._tls)
                 self._data_port = DataPortClient(self.address.rpartition(":")[0].strip("[]"), tls)
             return self._data_port
 
     def fetch_payload(self, ticket: Any, timeout: float | None = None) -> memoryview | None:
         """The payload a sampling reply left on the data port; ``None`` when it could not be read
         (the caller asks again through gRPC). A port this process cannot reach is not tried again."""
-        port = self.data_port()
-        if port is None:
-            return None
         try:
-            return port.fetch(ticket, self.timeout if timeout is None else timeout)
+            port = self.data_port()
+            return None if port is None else port.fetch(ticket, self.timeout if timeout is None else timeout)
         except DataPortUnreachable as exc:
             logger.warning("%s; receiving sampling replies through gRPC instead (slower)", exc)
             self.data_plane = False  # this process's copy only: workers try for themselves

@@ -9,6 +9,7 @@ against the same CA and host name. Framing: ``proto/bulk_wire.py``.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import ssl
 import threading
@@ -168,9 +169,24 @@ def _recv_into(conn: socket.socket, buffer: memoryview, *, first_may_end: bool) 
     return True
 
 
-def client_tls(root_pem: bytes | None) -> ssl.SSLContext:
-    """TLS that trusts ``root_pem`` (``None``: the system's CAs) and checks the host name."""
+def client_tls(root_pem: bytes | None, key_pem: bytes | None = None, chain_pem: bytes | None = None) -> ssl.SSLContext:
+    """TLS that trusts ``root_pem`` (``None``: the system's CAs), checks the host name and, for
+    mutual TLS, presents ``chain_pem`` with its ``key_pem``.
+
+    Raises:
+        DataPortUnreachable: the client certificate does not load.
+    """
     context = ssl.create_default_context(cadata=None if root_pem is None else root_pem.decode())
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if chain_pem is not None:
+        # ssl loads certificates only from files: an anonymous in-memory one, never on disk.
+        fd = os.memfd_create("gnnstore-client-cert", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, chain_pem + b"\n" + key_pem)
+            context.load_cert_chain(f"/proc/self/fd/{fd}")
+        except (OSError, ssl.SSLError) as exc:
+            raise DataPortUnreachable(f"the client certificate does not load for the data port ({exc})") from None
+        finally:
+            os.close(fd)
     return context
 

@@ -83,6 +83,16 @@ class RemoteFeatureStore(FeatureStore):
         return self.exchange.take(attrs, self._fetch)
 
     def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
+        """The stored shape of ``attr`` (``None``: not stored).
+
+        Raises:
+            InvalidRequestError: ``group_name`` or ``attr_name`` was not given.
+        """
+        unset = [name for name in ("group_name", "attr_name") if not attr.is_set(name)]
+        if unset:
+            raise InvalidRequestError(
+                f"get_tensor_size needs {' and '.join(unset)} (group_name=None for a homogeneous graph)"
+            )
         for s in self.schema():
             if s.group_name == attr.group_name and s.attr_name == attr.attr_name:
                 return s.shape

@@ -22,8 +22,9 @@ from gnnstore.backend.server_process import free_port
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect, server_stats
 from gnnstore.client.channel import Connection
 from certificates import make_pki
-from gnnstore.client.data_port import DataPortClient
+from gnnstore.client.data_port import DataPortClient, client_tls
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
+from gnnstore.common.errors import ServerUnavailableError
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.proto.sample_codec import node_input_to_proto, options_to_proto
 from served import ServerProcess, ingest, serve_graph, start_server
@@ -155,6 +156,9 @@ def test_over_tls_the_data_port_speaks_tls_and_a_plaintext_reader_gets_nothing(
             except ConnectionResetError:
                 answer = b""
             assert answer == b"" or (answer[0] == 0x15 and len(answer) < 16), "closed, or a TLS alert alone"
+        if mutual:  # TLS without a client certificate: refused as on the gRPC port
+            with pytest.raises(ServerUnavailableError):
+                DataPortClient("127.0.0.1", client_tls(pki.ca.read_bytes())).fetch(ticket, timeout=10)
         assert len(connection.fetch_payload(ticket)) == ticket.size
     finally:
         secure.stop()

@@ -60,6 +60,8 @@ def test_tensor_attrs_are_fresh_objects_and_sizes_come_from_the_schema(homo_serv
     assert all(not isinstance(a.index, torch.Tensor) for a in second)
     assert fs.get_tensor_size(group_name=None, attr_name="x") == (400, 8)
     assert fs.get_tensor_size(group_name=None, attr_name="nope") is None
+    with pytest.raises(InvalidRequestError, match=r"needs group_name \(group_name=None for a homogeneous"):
+        fs.get_tensor_size(attr_name="x")
 
 
 def test_unknown_attr_is_a_key_error(homo_server: ServerProcess) -> None:
