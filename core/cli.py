@@ -9,7 +9,7 @@ import click
 from gnnstore import __version__
 from gnnstore.backend.serve_cli import serve_command
 from gnnstore.demo import demo_command
-from gnnstore.ingest.cli import adopt_command, ingest_command
+from gnnstore.ingest.cli import adopt_command, attach_command, ingest_command
 from gnnstore.common.errors import GnnStoreError
 
 
@@ -33,6 +33,7 @@ def version_command() -> None:
 cli.add_command(version_command)
 cli.add_command(ingest_command)
 cli.add_command(adopt_command)
+cli.add_command(attach_command)
 cli.add_command(serve_command)
 cli.add_command(demo_command)
 

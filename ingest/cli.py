@@ -27,6 +27,7 @@ from gnnstore.config import GRAPH_BACKENDS, ServerConfig, load_config
 from gnnstore.ingest.file_source import KEY_COLUMN, LABEL_COLUMN, ingest_files
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
+from gnnstore.ingest.neo4j_attach import attach_neo4j, read_spec
 from gnnstore.ingest.planetoid import RAW_SUFFIXES, load_planetoid
 from gnnstore.ingest.report import IngestReport
 from gnnstore.stores.data_dir import (
@@ -325,3 +326,44 @@ def adopt_command(import_dir: Path, neo4j_uri: str | None, neo4j_user: str | Non
                    f"{', '.join(str(a.edge_type) for a in store.get_all_edge_attrs())} (version {store.version()})")
     finally:
         store.close()
+
+
+@click.group("attach")
+def attach_command() -> None:
+    """Serve a graph kept in another database, in its own schema (read only)."""
+
+
+@attach_command.command("neo4j")
+@click.option("--spec", "spec_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="TOML file naming the labels (key, features) and relationship types to serve.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA_DIR,
+              show_default=True, help="Where the id map, features and topology go (Kùzu + RocksDB).")
+@click.option("--neo4j-uri", help=f"Bolt URI of Neo4j ($GNNSTORE_NEO4J_URI).  [default: {_DEFAULTS.neo4j_uri}]")
+@click.option("--neo4j-user", help="Neo4j user, a reader is enough ($GNNSTORE_NEO4J_USER; password: "
+                                   f"$GNNSTORE_NEO4J_PASSWORD).  [default: {_DEFAULTS.neo4j_user}]")
+@click.option("--database", help="The Neo4j database.  [default: the server's default]")
+def attach_neo4j_command(
+    spec_path: Path, data_dir: Path, neo4j_uri: str | None, neo4j_user: str | None, database: str | None
+) -> None:
+    """Read labels and relationships of your own Neo4j graph into --data-dir, then serve it with
+    `gnnstore serve --data-dir`. Run again to pick up new nodes and relationships (known keys keep
+    their ids). Neo4j is only read.
+
+    The spec (labels become node types, relationships edge types):
+
+    \b
+      [labels.User]
+      key = "uid"                      # omit: Neo4j's elementId
+      features = { x = "embedding", y = "segment" }
+      [[relationships]]
+      from = "User"
+      type = "FOLLOWS"
+      to = "User"
+    """
+    spec = read_spec(spec_path)
+    source = resolve_target(DEFAULT_DATA_DIR, os.environ, graph_backend="neo4j", neo4j_uri=neo4j_uri,
+                            neo4j_user=neo4j_user)
+    report = attach_neo4j(source.neo4j_uri, source.neo4j_auth, spec, data_dir, database=database, progress=True)
+    for line in report.lines():
+        click.echo(line)
+    click.echo(f"attached {source.neo4j_uri} into {data_dir}; serve it with: gnnstore serve --data-dir {data_dir}")

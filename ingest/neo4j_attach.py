@@ -1,0 +1,366 @@
+"""``gnnstore attach neo4j``: a graph kept in the user's own Neo4j schema, read into a data directory.
+
+The user names, in a TOML spec, the node labels to serve (each with the property that is its
+key, or Neo4j's element id), the node properties to serve as features, and the relationship
+types as PyG edge types ``(from_label, TYPE, to_label)``::
+
+    [labels.User]
+    key = "uid"                              # omit: elementId(n)
+    features = { x = "embedding", age = "age", y = "segment" }
+
+    [labels.Item]
+    key = "sku"
+    features = { x = "vector" }
+
+    [[relationships]]
+    from = "User"
+    type = "BOUGHT"
+    to = "Item"
+
+Everything is read in one read transaction (the user's database is never written; a reader's
+credentials are enough) and then ingested as one heterogeneous graph whose node types are the
+labels: the id map gives each key a dense id (known keys keep theirs on a later attach), the
+features go to RocksDB and the topology to Kùzu in the data directory, which ``gnnstore serve``
+then serves (snapshot sampling). Neo4j values map to dtypes as ``DTYPE_OF`` says; a value that
+does not fit (a string, a map, a list of the wrong length, a missing property) is an error
+naming the label, the property and the node's key, raised before anything is written.
+
+A later attach reads the graph again: new nodes get new ids, relationships are replaced, and
+nodes no longer there are reported; their ids stay taken and their rows stay, without edges.
+"""
+from __future__ import annotations
+
+import logging
+import tomllib
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import neo4j
+import numpy as np
+import pandas as pd
+import torch
+from neo4j import GraphDatabase
+from neo4j.exceptions import DriverError, Neo4jError
+from torch import Tensor
+from torch_geometric.data import HeteroData
+from torch_geometric.typing import EdgeType
+from tqdm import tqdm
+
+from gnnstore.common.errors import InvalidRequestError, MalformedFileError, ServerUnavailableError
+from gnnstore.ingest.graph_ingest import ingest_graph
+from gnnstore.ingest.report import IngestReport
+from gnnstore.stores.data_dir import Stores, clear_ingest_record, open_stores
+
+logger = logging.getLogger(__name__)
+
+DTYPE_OF = {
+    "Boolean": torch.bool,
+    "Integer": torch.int64,
+    "Float": torch.float32,
+    "List of Integer": torch.int64,
+    "List of Float": torch.float32,
+    "List of Boolean": torch.bool,
+}
+"""Neo4j property type -> the feature's dtype. Integers and floats mixed in one property (or one
+list) read as Float; a list property is a row of its length, the same on every node."""
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """One node label to serve: its key property (``None``: Neo4j's element id) and features
+    (feature name -> property name)."""
+
+    label: str
+    key: str | None
+    features: dict[str, str]
+
+
+@dataclass(frozen=True)
+class AttachSpec:
+    """What to read: labels by name, relationship types as edge types."""
+
+    labels: dict[str, LabelSpec]
+    relationships: list[EdgeType]
+
+
+@dataclass
+class AttachReport:
+    """What an attach read and changed, per label and relationship type."""
+
+    nodes: dict[str, int] = field(default_factory=dict)
+    new_nodes: dict[str, int] = field(default_factory=dict)
+    removed_nodes: dict[str, list[Any]] = field(default_factory=dict)
+    """Keys the id map knew that Neo4j no longer has (their ids stay taken)."""
+    edges: dict[EdgeType, int] = field(default_factory=dict)
+    ingest: IngestReport | None = None
+
+    def lines(self) -> list[str]:
+        """One line per label and relationship type."""
+        out = []
+        for label, count in self.nodes.items():
+            removed = self.removed_nodes.get(label, [])
+            out.append(f"{label}: {count} nodes ({self.new_nodes.get(label, 0)} new"
+                       + (f", {len(removed)} no longer in Neo4j: {_sample(removed)}" if removed else "") + ")")
+        out += [f"{','.join(et)}: {count} relationships" for et, count in self.edges.items()]
+        return out
+
+
+def read_spec(path: Path) -> AttachSpec:
+    """The spec in the TOML file at ``path``.
+
+    Raises:
+        MalformedFileError: not TOML, or not the spec's shape (the message names the entry).
+    """
+    try:
+        raw = tomllib.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MalformedFileError(f"attach spec {path}: cannot be read ({exc.__class__.__name__})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise MalformedFileError(f"attach spec {path}: {exc}") from None
+    unknown = set(raw) - {"labels", "relationships"}
+    if unknown:
+        raise MalformedFileError(f"attach spec {path}: unknown entries {sorted(unknown)} (known: labels, relationships)")
+    labels = {}
+    for label, entry in _table(raw.get("labels"), f"{path}: [labels]").items():
+        where = f"{path}: [labels.{label}]"
+        entry = _table(entry, where)
+        extra = set(entry) - {"key", "features"}
+        if extra:
+            raise MalformedFileError(f"attach spec {where}: unknown entries {sorted(extra)} (known: key, features)")
+        key = entry.get("key")
+        features = _table(entry.get("features", {}), f"{where} features")
+        if (key is not None and not _name(key)) or not all(_name(k) and _name(v) for k, v in features.items()):
+            raise MalformedFileError(f"attach spec {where}: key and features must be non-empty property names")
+        if not features:
+            raise MalformedFileError(
+                f"attach spec {where}: names no features; PyG finds a node type by its features, so name "
+                "at least one (features = {{ x = \"property\" }})"
+            )
+        labels[label] = LabelSpec(label, key, dict(features))
+    if not labels:
+        raise MalformedFileError(f"attach spec {path}: no [labels.NAME] entry; name at least one label")
+    relationships = []
+    for i, entry in enumerate(raw.get("relationships", [])):
+        where = f"{path}: relationships[{i}]"
+        if not isinstance(entry, dict) or set(entry) != {"from", "type", "to"} or not all(map(_name, entry.values())):
+            raise MalformedFileError(f"attach spec {where}: needs exactly from, type and to (non-empty names)")
+        for end in ("from", "to"):
+            if entry[end] not in labels:
+                raise MalformedFileError(
+                    f"attach spec {where}: {end} = {entry[end]!r} is not among the labels {sorted(labels)}"
+                )
+        edge_type = (entry["from"], entry["type"], entry["to"])
+        if edge_type in relationships:
+            raise MalformedFileError(f"attach spec {where}: {edge_type} is given twice")
+        relationships.append(edge_type)
+    return AttachSpec(labels, relationships)
+
+
+def attach_neo4j(
+    uri: str, auth: tuple[str, str] | None, spec: AttachSpec, data_dir: Path, *,
+    database: str | None = None, progress: bool = False,
+) -> AttachReport:
+    """Read ``spec``'s part of the Neo4j graph at ``uri``, then ingest it into ``data_dir``.
+
+    Raises:
+        ServerUnavailableError: Neo4j does not answer or refuses the login.
+        InvalidRequestError: a key or property value that does not fit (named); nothing is
+            written, and ``data_dir`` is not even created.
+    """
+    data, keys, report = read_neo4j_graph(uri, auth, spec, database=database, progress=progress)
+    clear_ingest_record(data_dir)  # the folder will no longer hold what an earlier ingest read
+    with open_stores(data_dir) as stores:
+        _note_changes(stores, spec, keys, report)
+        report.ingest = ingest_graph(data, stores, keys=keys, progress=progress)
+    return report
+
+
+def _note_changes(stores: Stores, spec: AttachSpec, keys: dict[str, np.ndarray], report: AttachReport) -> None:
+    """Count the new keys and name the removed ones, per label, against the id map."""
+    for label in spec.labels:
+        if label in stores.id_map.node_types():
+            known = stores.id_map.num_nodes(label)
+            ids = stores.id_map.lookup(label, keys[label])
+            report.new_nodes[label] = int((ids < 0).sum())
+            present = torch.zeros(known, dtype=torch.bool)
+            present[ids[ids >= 0]] = True
+            gone = torch.nonzero(~present).flatten()
+            report.removed_nodes[label] = list(stores.id_map.to_keys(label, gone[:_REPORTED])) if gone.numel() else []
+            if gone.numel() > _REPORTED:
+                report.removed_nodes[label] += [f"... {gone.numel() - _REPORTED} more"]
+        else:
+            report.new_nodes[label] = report.nodes[label]
+
+
+def read_neo4j_graph(
+    uri: str, auth: tuple[str, str] | None, spec: AttachSpec, *, database: str | None = None,
+    progress: bool = False,
+) -> tuple[HeteroData, dict[str, np.ndarray], AttachReport]:
+    """The graph ``spec`` names, as PyG data with local edge positions, its keys per label, and
+    the counts read.
+
+    Raises:
+        ServerUnavailableError: Neo4j does not answer or refuses the login.
+        InvalidRequestError: a key or property value that does not fit (named).
+    """
+    driver = GraphDatabase.driver(uri, auth=auth, notifications_min_severity=neo4j.NotificationMinimumSeverity.OFF)
+    try:
+        driver.verify_connectivity()  # fails at once; a transaction would retry for 30 s first
+        with driver.session(database=database, default_access_mode=neo4j.READ_ACCESS) as session:
+            return session.execute_read(_read_graph, spec, progress)
+    except (DriverError, Neo4jError) as exc:
+        user = "auth off" if auth is None else f"user {auth[0]!r}"
+        reason = " ".join(str(exc).split())
+        raise ServerUnavailableError(f"Neo4j at {uri} ({user}) cannot be read: {reason}") from None
+    finally:
+        driver.close()
+
+
+def _read_graph(
+    tx: neo4j.ManagedTransaction, spec: AttachSpec, progress: bool
+) -> tuple[HeteroData, dict[str, np.ndarray], AttachReport]:
+    data, keys, report = HeteroData(), {}, AttachReport()
+    for label, entry in spec.labels.items():
+        total = tx.run(f"MATCH (n:{_quote(label)}) RETURN count(n) AS n").single()["n"]
+        props = ", ".join(f"n.{_quote(p)}" for p in entry.features.values())
+        rows = tx.run(f"MATCH (n:{_quote(label)}) RETURN {_key(entry.key, 'n')} AS key, [{props}] AS props")
+        key_list, columns = [], [[] for _ in entry.features]
+        for record in tqdm(rows, total=total, desc=label, unit="nodes", unit_scale=True, disable=not progress):
+            key_list.append(record["key"])
+            for column, value in zip(columns, record["props"]):
+                column.append(value)
+        if not key_list:
+            raise InvalidRequestError(f"label {label!r} has no nodes in Neo4j; leave it out of the spec")
+        keys[label] = _keys(label, entry.key, key_list)
+        data[label].num_nodes = len(key_list)
+        for (name, prop), column in zip(entry.features.items(), columns):
+            data[label][name] = _feature(label, prop, column, keys[label])
+        report.nodes[label] = len(key_list)
+    for edge_type in spec.relationships:
+        src, rel, dst = edge_type
+        rows = tx.run(
+            f"MATCH (a:{_quote(src)})-[:{_quote(rel)}]->(b:{_quote(dst)}) "
+            f"RETURN {_key(spec.labels[src].key, 'a')} AS s, {_key(spec.labels[dst].key, 'b')} AS d"
+        )
+        pairs = [(r["s"], r["d"]) for r in tqdm(rows, desc=",".join(edge_type), unit="edges", unit_scale=True,
+                                                 disable=not progress)]
+        row = pd.Index(keys[src]).get_indexer([p[0] for p in pairs])
+        col = pd.Index(keys[dst]).get_indexer([p[1] for p in pairs])
+        if (row < 0).any() or (col < 0).any():
+            raise InvalidRequestError(
+                f"a {rel} relationship ends at a {src if (row < 0).any() else dst} node without a key "
+                "(its key property is missing)"
+            )
+        data[edge_type].edge_index = torch.from_numpy(np.stack([row, col])).long().reshape(2, -1)
+        report.edges[edge_type] = len(pairs)
+    return data, keys, report
+
+
+def _keys(label: str, key: str | None, values: list[Any]) -> np.ndarray:
+    """The label's keys as int64 or str, checked: present, one kind, unique.
+
+    Raises:
+        InvalidRequestError: a missing, mistyped or repeated key (named).
+    """
+    where = f"label {label!r}, key {'elementId' if key is None else repr(key)}"
+    kinds = {type(v) for v in values}
+    if kinds - {int, str}:
+        bad = next(v for v in values if type(v) not in (int, str))
+        position = values.index(bad)
+        raise InvalidRequestError(
+            f"{where}: node #{position} has {'no key' if bad is None else f'a {_neo4j_type(bad)} key {bad!r}'}; "
+            "keys must be integers or strings"
+        )
+    if len(kinds) > 1:
+        raise InvalidRequestError(f"{where}: mixes integer and string keys; use one kind")
+    array = np.array(values, dtype=np.int64 if kinds == {int} else object)
+    index = pd.Index(array)
+    if not index.is_unique:
+        raise InvalidRequestError(f"{where}: key {index[index.duplicated()][0]!r} is held by several nodes")
+    return array
+
+
+def _feature(label: str, prop: str, values: list[Any], keys: np.ndarray) -> Tensor:
+    """One property of every node as a tensor (see ``DTYPE_OF``).
+
+    Raises:
+        InvalidRequestError: a value that does not fit, naming label, property and node key.
+    """
+    def fail(i: int, why: str) -> InvalidRequestError:
+        return InvalidRequestError(f"label {label!r}, property {prop!r}, node {keys[i]!r}: {why}")
+
+    # The nodes' order is Neo4j's: the odd one out is the value unlike most others, not the first.
+    lists = sum(isinstance(v, list) for v in values)
+    if 2 * lists >= len(values):
+        width = Counter(len(v) for v in values if isinstance(v, list)).most_common(1)[0][0]
+        for i, v in enumerate(values):
+            if not isinstance(v, list):
+                raise fail(i, f"{_describe(v)} where the other nodes have lists")
+            if len(v) != width:
+                raise fail(i, f"a list of {len(v)} values where the other nodes have {width}")
+        flat = [x for v in values for x in v]
+        return _typed(flat, lambda j: fail(j // max(width, 1), f"a list holding {_describe(flat[j])}")).reshape(
+            len(values), width)
+    for i, v in enumerate(values):
+        if isinstance(v, list):
+            raise fail(i, "a list where the other nodes have single values")
+    return _typed(values, lambda i: fail(i, _describe(values[i])))
+
+
+def _typed(values: list[Any], fail: Any) -> Tensor:
+    """Booleans, integers or floats (integers among floats read as floats) as one tensor."""
+    kinds = {type(v) for v in values}
+    for i, v in enumerate(values):
+        if type(v) not in (bool, int, float):
+            raise fail(i)
+    if kinds == {bool}:
+        return torch.tensor(values, dtype=torch.bool)
+    if bool in kinds:
+        raise fail(next(i for i, v in enumerate(values) if type(v) is bool))
+    if kinds == {int}:
+        return torch.tensor(values, dtype=torch.int64)
+    return torch.tensor(values, dtype=torch.float32)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "no value (every node of the label needs the property)"
+    return f"a {_neo4j_type(value)} value, which cannot be a feature (numbers, booleans and lists of them can)"
+
+
+def _neo4j_type(value: Any) -> str:
+    names = {bool: "Boolean", int: "Integer", float: "Float", str: "String", dict: "Map", bytes: "ByteArray",
+             list: "List"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _key(key: str | None, variable: str) -> str:
+    return f"elementId({variable})" if key is None else f"{variable}.{_quote(key)}"
+
+
+def _quote(name: str) -> str:
+    """A label, type or property name as a Cypher identifier, whatever characters it holds."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _table(value: Any, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise MalformedFileError(f"attach spec {where}: expected a table")
+    return value
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _sample(keys: Iterable[Any]) -> str:
+    return ", ".join(repr(k) for k in keys)
+
+
+_REPORTED = 10
+"""Keys of removed nodes the report names; the rest are counted."""
