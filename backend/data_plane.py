@@ -12,8 +12,8 @@ The ticket is the authorisation: only the caller that passed the gRPC server's t
 checks learns it, it is good for one read within ``TICKET_TTL_S``, and the port answers
 nothing else. With TLS on the gRPC port, the data port speaks TLS with the same certificate
 (it does not ask for client certificates: the ticket already proves who asked). Held payloads
-are bounded in bytes (``max_held_bytes``; past it replies travel through gRPC as before) and in
-time; connections are bounded in number, in idle time and in how long a client may take to read.
+are bounded in bytes (``max_held_bytes``, a quarter of it per client; past it replies travel
+through gRPC as before) and in time; connections are bounded in number, in idle time and in how long a client may take to read.
 """
 from __future__ import annotations
 
@@ -42,6 +42,9 @@ TICKET_TTL_S = 30.0
 DEFAULT_HELD_BYTES = 1 << 30
 """Payload bytes held for clients at once, by default."""
 
+OWNER_SHARE = 0.25
+"""The share of the held bytes one client's payloads may take."""
+
 MAX_CONNECTIONS = 256
 """Open data-port connections at once; more are closed as they arrive."""
 
@@ -55,36 +58,49 @@ IO_TIMEOUT_S = 30.0
 @dataclass
 class _Held:
     payload: PayloadWriter
+    owner: str
     expires: float
 
 
 class PayloadTickets:
-    """Payloads waiting for their client, by one-use ticket; bounded in bytes and time. Thread-safe."""
+    """Payloads waiting for their client, by one-use ticket; bounded in bytes (in all and per
+    client) and in time. Thread-safe.
+
+    Args:
+        max_held_bytes: payload bytes held at once.
+        max_owner_share: the fraction of those one client's payloads may take, so a client that
+            asks and never reads leaves the others the data port.
+        ttl_s: how long a payload waits.
+    """
 
     def __init__(
-        self, max_held_bytes: int = DEFAULT_HELD_BYTES, ttl_s: float = TICKET_TTL_S,
-        clock: Callable[[], float] = time.monotonic,
+        self, max_held_bytes: int = DEFAULT_HELD_BYTES, max_owner_share: float = OWNER_SHARE,
+        ttl_s: float = TICKET_TTL_S, clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_held_bytes = max_held_bytes
+        self.max_owner_bytes = int(max_held_bytes * max_owner_share)
         self._ttl_s = ttl_s
         self._clock = clock
         self._lock = threading.Lock()
         self._held: dict[bytes, _Held] = {}  # insertion order is expiry order: the TTL is fixed
+        self._by_owner: dict[str, int] = {}
         self.held_bytes = 0
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._held)
 
-    def issue(self, payload: PayloadWriter) -> bytes | None:
-        """Hold ``payload`` and return its ticket; ``None`` when it would exceed the bytes held."""
+    def issue(self, payload: PayloadWriter, owner: str = "") -> bytes | None:
+        """Hold ``payload`` for ``owner`` (a client) and return its ticket; ``None`` when it would
+        exceed the bytes held in all or by that client."""
         with self._lock:
             self._expire()
-            if self.held_bytes + payload.size > self.max_held_bytes:
+            owned = self._by_owner.get(owner, 0)
+            if self.held_bytes + payload.size > self.max_held_bytes or owned + payload.size > self.max_owner_bytes:
                 return None
             ticket = secrets.token_bytes(TICKET_BYTES)
-            self._held[ticket] = _Held(payload, self._clock() + self._ttl_s)
-            self.held_bytes += payload.size
+            self._held[ticket] = _Held(payload, owner, self._clock() + self._ttl_s)
+            self._count(owner, payload.size)
             return ticket
 
     def take(self, ticket: bytes) -> PayloadWriter | None:
@@ -94,8 +110,17 @@ class PayloadTickets:
             held = self._held.pop(ticket, None)
             if held is None:
                 return None
-            self.held_bytes -= held.payload.size
+            self._count(held.owner, -held.payload.size)
             return held.payload
+
+    def _count(self, owner: str, size: int) -> None:
+        """Add ``size`` bytes to those held, in all and by ``owner`` (call under the lock)."""
+        self.held_bytes += size
+        owned = self._by_owner.get(owner, 0) + size
+        if owned:
+            self._by_owner[owner] = owned
+        else:
+            del self._by_owner[owner]
 
     def _expire(self) -> None:
         """Forget payloads past their time (call under the lock)."""
@@ -105,7 +130,7 @@ class PayloadTickets:
             if held.expires > now:
                 return
             del self._held[ticket]
-            self.held_bytes -= held.payload.size
+            self._count(held.owner, -held.payload.size)
             logger.info("a %d-byte payload was not read within %.0f s; dropped", held.payload.size, self._ttl_s)
 
 
@@ -151,12 +176,12 @@ class DataPlane:
         threading.Thread(target=self._accept_loop, name="gnnstore-data-accept", daemon=True).start()
         return self.port
 
-    def hold(self, payload: PayloadWriter) -> graph_pb2.BulkTicket | None:
-        """The ticket the reply carries instead of ``payload``; ``None``: send it through gRPC (too
-        small to be worth it, or too many bytes held already)."""
+    def hold(self, payload: PayloadWriter, owner: str = "") -> graph_pb2.BulkTicket | None:
+        """The ticket the reply to ``owner`` (a client) carries instead of ``payload``; ``None``:
+        send it through gRPC (too small to be worth it, or too many bytes held already)."""
         if payload.size < MIN_BULK_BYTES or self.port is None:
             return None
-        ticket = self.tickets.issue(payload)
+        ticket = self.tickets.issue(payload, owner)
         if ticket is None:
             return None
         return graph_pb2.BulkTicket(ticket=ticket, port=self._public_port or self.port, size=payload.size)

@@ -129,14 +129,16 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_nodes, with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromNodes"):
-            return self._sampling.run(context.peer(), lambda: self._sample_from_nodes(request))
+            peer = context.peer()
+            return self._sampling.run(peer, lambda: self._sample_from_nodes(request, peer))
 
     def SampleFromEdges(
         self, request: graph_pb2.SampleFromEdgesRequest, context: grpc.ServicerContext
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_edges (negatives included), with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromEdges"):
-            return self._sampling.run(context.peer(), lambda: self._sample_from_edges(request))
+            peer = context.peer()
+            return self._sampling.run(peer, lambda: self._sample_from_edges(request, peer))
 
     def HotNodes(
         self, request: graph_pb2.HotNodesRequest, context: grpc.ServicerContext
@@ -153,7 +155,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             return graph_pb2.HotNodesResponse(ids=tensor_to_proto(ids), version=ranking.version)
 
     def _sample_from_nodes(
-        self, request: graph_pb2.SampleFromNodesRequest
+        self, request: graph_pb2.SampleFromNodesRequest, peer: str
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         options = request.options
         segment, refused = self._writer(request)
@@ -161,10 +163,10 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             node_input_from_proto(request), num_neighbors_from_proto(options), **_sampling_flags(options),
             allocate=None if segment is None else segment.empty,
         )
-        return self._reply(out, request, "SampleFromNodes", segment, refused)
+        return self._reply(out, request, "SampleFromNodes", segment, refused, peer)
 
     def _sample_from_edges(
-        self, request: graph_pb2.SampleFromEdgesRequest
+        self, request: graph_pb2.SampleFromEdgesRequest, peer: str
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         options = request.options
         inputs, neg_sampling = edge_input_from_proto(request)
@@ -173,7 +175,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             inputs, neg_sampling, num_neighbors_from_proto(options), **_sampling_flags(options),
             allocate=None if segment is None else segment.empty,
         )
-        return self._reply(out, request, "SampleFromEdges", segment, refused)
+        return self._reply(out, request, "SampleFromEdges", segment, refused, peer)
 
     def _writer(
         self, request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest
@@ -197,8 +199,10 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         method: str,
         segment: ArrayWriter | None,
         refused: str,
+        peer: str,
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
-        """The sample's reply, its arrays in ``segment`` when there is one."""
+        """The sample's reply to ``peer``, its arrays in ``segment`` when there is one, else in a
+        payload after it or, for a large one, on the data port."""
         reply = output_to_proto(out, segment)
         rows_wanted = feature_request_from_proto(request.features)
         rows = self._runner.gather_rows(out, rows_wanted, segment) if rows_wanted.attrs else []
@@ -213,7 +217,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             reply.reply_segment.refused = refused
         if not isinstance(segment, PayloadWriter):
             return reply
-        ticket = self._data_plane.hold(segment) if request.accept_bulk and self._data_plane is not None else None
+        ticket = self._data_plane.hold(segment, peer) if request.accept_bulk and self._data_plane is not None else None
         if ticket is None:
             return ReplyWithPayload(reply, segment)
         reply.bulk.CopyFrom(ticket)

@@ -37,6 +37,8 @@ class ServerGauges:
     """``(waiting, running)`` sampling requests."""
     reply_segments: Callable[[], int]
     """Clients' shared-memory reply segments the server maps."""
+    data_port: Callable[[], tuple[int, int]]
+    """``(payload bytes held, connections open)`` on the data port (zeros without one)."""
     info: dict[str, str]
     """Server version, graph backend, snapshot version."""
 
@@ -60,6 +62,11 @@ class GnnstoreCollector(Collector):
         yield GaugeMetricFamily("gnnstore_reply_segments_mapped",
                                 "Clients' shared-memory reply segments the server maps.",
                                 value=self._gauges.reply_segments())
+        held, connections = self._gauges.data_port()
+        yield GaugeMetricFamily("gnnstore_data_port_held_bytes",
+                                "Payload bytes waiting on the data port for their client.", value=held)
+        yield GaugeMetricFamily("gnnstore_data_port_connections", "Connections open on the data port.",
+                                value=connections)
         yield from self._per_method()
         yield from self._per_client()
 

@@ -145,6 +145,8 @@ class GnnStoreServer:
         gauges = ServerGauges(
             self._sampling.load,
             lambda: len(self._segments or ()),
+            lambda: (0, 0) if self.data_plane is None else (self.data_plane.tickets.held_bytes,
+                                                           self.data_plane.connections()),
             {"version": __version__, "graph_backend": config.graph_backend,
              "snapshot_version": self.data.summary.version},
         )

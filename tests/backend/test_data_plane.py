@@ -71,7 +71,9 @@ def test_small_payloads_stay_in_the_grpc_reply(plane: DataPlane) -> None:
 def test_held_bytes_are_bounded_and_expire() -> None:
     now = [0.0]
     writers = [big_payload(seed)[0] for seed in range(3)]
-    tickets = PayloadTickets(max_held_bytes=writers[0].size * 5 // 2, ttl_s=10.0, clock=lambda: now[0])
+    tickets = PayloadTickets(
+        max_held_bytes=writers[0].size * 5 // 2, max_owner_share=1.0, ttl_s=10.0, clock=lambda: now[0]
+    )
     first, second = tickets.issue(writers[0]), tickets.issue(writers[1])
     assert first and second
     assert tickets.issue(writers[2]) is None, "past the bound the reply goes through gRPC"
@@ -84,6 +86,16 @@ def test_held_bytes_are_bounded_and_expire() -> None:
     assert tickets.held_bytes == writers[2].size
     assert tickets.take(third) is writers[2]
     assert tickets.held_bytes == 0
+
+
+def test_one_client_cannot_take_every_held_byte() -> None:
+    writers = [big_payload(seed)[0] for seed in range(4)]
+    tickets = PayloadTickets(max_held_bytes=writers[0].size * 4, max_owner_share=0.5)
+    hoarder = [tickets.issue(w, "ipv4:10.0.0.1:1000") for w in writers[:3]]
+    assert hoarder[0] and hoarder[1] and hoarder[2] is None, "half the bytes, then no more for it"
+    assert tickets.issue(writers[2], "ipv4:10.0.0.2:2000") is not None, "another client still has room"
+    assert tickets.take(hoarder[0]) is writers[0]
+    assert tickets.issue(writers[3], "ipv4:10.0.0.1:1000") is not None, "a read frees the client's share"
 
 
 def test_strangers_get_nothing_and_the_port_keeps_serving(plane: DataPlane) -> None:

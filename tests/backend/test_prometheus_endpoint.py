@@ -49,6 +49,8 @@ def test_a_scrape_counts_calls_latencies_bytes_and_the_servers_state(tmp_path: P
         assert value(samples, "gnnstore_client_requests_total", client="anonymous") >= 5
         assert value(samples, "gnnstore_sampling_queued_requests") == 0
         assert value(samples, "gnnstore_reply_segments_mapped") == 0  # the socket only
+        assert value(samples, "gnnstore_data_port_held_bytes") == 0  # payloads too small for it
+        assert value(samples, "gnnstore_data_port_connections") == 0
         version = server_info(server.address).snapshot_version
         assert value(samples, "gnnstore_server_info", snapshot_version=version) == 1
         assert value(samples, "process_resident_memory_bytes") > 0

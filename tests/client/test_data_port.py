@@ -9,11 +9,14 @@ from __future__ import annotations
 import logging
 import secrets
 import socket
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from prometheus_client.parser import text_string_to_metric_families
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
@@ -39,11 +42,21 @@ def graph() -> Data:
     return generate_graph(3000, 10.0, 96, 4, seed=2)
 
 
+METRICS_PORT = free_port()
+
+
 @pytest.fixture(scope="module")
 def server(graph: Data, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    server = serve_graph(graph, tmp_path_factory.mktemp("data-port"), "--read-only")
+    server = serve_graph(graph, tmp_path_factory.mktemp("data-port"), "--read-only",
+                         "--metrics-port", str(METRICS_PORT))
     yield server
     server.stop()
+
+
+def gauge(name: str) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10).read().decode()
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name == name]
+    return family.samples[0].value
 
 
 def epoch(
@@ -71,6 +84,13 @@ def test_batches_through_the_data_port_equal_those_through_grpc(server: ServerPr
     sent_grpc = server_stats(server.address)[SAMPLE].bytes_sent - sent_before - sent_port
     assert connection.data_port().fetched == 4, "every batch's payload came from the data port"
     assert plain.data_port() is None
+    assert gauge("gnnstore_data_port_held_bytes") == 0, "every payload was read"
+    assert 1 <= gauge("gnnstore_data_port_connections") <= 4, "the client keeps its connections for the next epoch"
+    connection.close()
+    deadline = time.monotonic() + 10
+    while gauge("gnnstore_data_port_connections") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gauge("gnnstore_data_port_connections") == 0, "a closed client's connections are gone"
     assert_same(via_port, via_grpc, graph)
     # Stats count a payload handed to the data port as sent: the two epochs moved the same bytes.
     assert abs(sent_port - sent_grpc) < 0.01 * sent_grpc
