@@ -286,13 +286,19 @@ class Connection:
 
     def fetch_payload(self, ticket: Any, timeout: float | None = None) -> memoryview | None:
         """The payload a sampling reply left on the data port; ``None`` when it could not be read
-        (the caller asks again through gRPC). A port this process cannot reach is not tried again."""
+        (the caller asks again through gRPC). A port this process never reached is not tried
+        again; one it has read from before is tried again at the next reply (the server may
+        have restarted, on another data port)."""
+        port = None
         try:
             port = self.data_port()
             return None if port is None else port.fetch(ticket, self.timeout if timeout is None else timeout)
         except DataPortUnreachable as exc:
-            logger.warning("%s; receiving sampling replies through gRPC instead (slower)", exc)
-            self.data_plane = False  # this process's copy only: workers try for themselves
+            if port is not None and port.fetched:
+                logger.info("%s; asking again through gRPC", exc)
+            else:
+                logger.warning("%s; receiving sampling replies through gRPC instead (slower)", exc)
+                self.data_plane = False  # this process's copy only: workers try for themselves
         except ServerUnavailableError as exc:
             logger.info("%s; asking again through gRPC", exc)
         return None

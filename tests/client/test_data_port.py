@@ -29,6 +29,7 @@ from gnnstore.client.data_port import DataPortClient, client_tls
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.common.errors import ServerUnavailableError
 from gnnstore.ingest.generator import generate_graph
+from gnnstore.proto import graph_pb2
 from gnnstore.proto.sample_codec import node_input_to_proto, options_to_proto
 from served import ServerProcess, ingest, serve_graph, start_server
 
@@ -182,3 +183,41 @@ def test_over_tls_the_data_port_speaks_tls_and_a_plaintext_reader_gets_nothing(
         assert len(connection.fetch_payload(ticket)) == ticket.size
     finally:
         secure.stop()
+
+
+def test_an_epoch_through_the_data_port_rides_through_a_server_restart(graph: Data, tmp_path: Path) -> None:
+    """Killed mid-epoch with fetches in flight, back on the same gRPC port and a new data port:
+    every batch equals the undisturbed epoch's, and the data port is used again after."""
+    data_dir, port = ingest(graph, tmp_path / "data"), free_port()
+    started = [start_server(data_dir, "--read-only", "--port", str(port), name="first")]
+    try:
+        want, _ = epoch(started[0].address, prefetch=2)
+        fs, gs = connect(started[0].address, shared_memory=False, timeout=10.0)
+        sampler = RemoteNeighborSampler(fs, [10, 5], feature_store=fs, seed=4)
+        loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(1200), batch_size=300)
+        got = []
+        for i, batch in enumerate(Prefetcher(loader, depth=2)):
+            got.append(batch)
+            if i == 0:
+                started[0].proc.kill()
+                started[0].stop()
+                time.sleep(0.5)
+                started.append(start_server(data_dir, "--read-only", "--port", str(port), name="second"))
+        assert_same(got, want, graph)
+        assert fs.connection.data_plane, "a port that worked before is not given up on"
+        fetched = fs.connection.data_port().fetched
+        assert fetched >= 1 and fs.connection.retries > 0
+        again, _ = epoch(started[-1].address)
+        assert_same(again, want, graph)
+    finally:
+        for server in started:
+            server.stop()
+
+
+def test_a_data_port_that_worked_before_is_tried_again_one_never_reached_is_not(server: ServerProcess) -> None:
+    closed = graph_pb2.BulkTicket(ticket=bytes(16), port=free_port(), size=10)  # nobody listens there
+    _, worked = epoch(server.address)
+    assert worked.data_port().fetched == 4
+    assert worked.fetch_payload(closed) is None and worked.data_plane, "the server may be restarting"
+    fresh = connect(server.address, shared_memory=False)[0].connection
+    assert fresh.fetch_payload(closed) is None and not fresh.data_plane, "a firewall: gRPC from now on"
