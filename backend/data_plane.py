@@ -10,10 +10,11 @@ ticket (``BulkTicket``); the client reads the payload from this port (framing:
 
 The ticket is the authorisation: only the caller that passed the gRPC server's token and TLS
 checks learns it, it is good for one read within ``TICKET_TTL_S``, and the port answers
-nothing else. With TLS on the gRPC port, the data port speaks TLS with the same certificate
-(it does not ask for client certificates: the ticket already proves who asked). Held payloads
-are bounded in bytes (``max_held_bytes``, a quarter of it per client; past it replies travel
-through gRPC as before) and in time; connections are bounded in number, in idle time and in how long a client may take to read.
+nothing else. With TLS on the gRPC port, the data port speaks TLS with the same certificate,
+and under mutual TLS asks for a certificate from the same client CA. Held payloads are bounded
+in bytes (``max_held_bytes``, a quarter of it per client; past it replies travel through gRPC
+as before) and in time; connections are bounded in number, in idle time and in how long a
+client may take to read.
 """
 from __future__ import annotations
 

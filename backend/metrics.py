@@ -146,9 +146,9 @@ class MetricsInterceptor(grpc.ServerInterceptor):
 
     Bytes are counted where the messages are (de)serialised, so no message is encoded twice
     just to be measured; a sampling reply with a payload (``ReplyWithPayload``) serialises
-    itself here, and one whose payload waits on the data port (``bulk``) counts it as sent. Since every request (the health check's too) is parsed here, a body
-    that does not parse is answered here: ``INVALID_ARGUMENT`` saying so, where grpcio would
-    answer ``INTERNAL``.
+    itself here, and one whose payload waits on the data port (``bulk``) counts it as sent.
+    Since every request (the health check's too) is parsed here, a body that does not parse is
+    answered here: ``INVALID_ARGUMENT`` saying so, where grpcio would answer ``INTERNAL``.
     """
 
     def __init__(

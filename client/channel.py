@@ -83,8 +83,8 @@ class Connection:
         retry_timeout: seconds an idempotent call keeps retrying while a server this process
             has reached is unreachable (default 60; 0: never retry).
         data_plane: read large sampling replies from the server's data port when it offers one
-            (default ``True``; see ``data_port.py``). A process that cannot reach the port warns
-            once and receives them through gRPC.
+            (default ``True``; see ``data_port.py``). A process that never reached the port warns
+            once and receives them through gRPC (see ``fetch_payload``).
 
     Raises:
         InvalidRequestError: a bad address, timeout or retry_timeout, a certificate file that

@@ -134,13 +134,12 @@ class DataPortClient:
             _recv_into(conn, buffer, first_may_end=False)
         except _ClosedBeforeAnswer:
             raise
-        except (OSError, ssl.SSLError) as exc:
+        except BaseException as exc:
             conn.close()
-            raise ServerUnavailableError(
-                f"reading from the data port {self._host}:{ticket.port} failed ({exc})"
-            ) from None
-        except BaseException:
-            conn.close()
+            if isinstance(exc, (OSError, ssl.SSLError)) and not isinstance(exc, ServerUnavailableError):
+                raise ServerUnavailableError(
+                    f"reading from the data port {self._host}:{ticket.port} failed ({exc})"
+                ) from None
             raise
         with self._lock:
             self._idle.setdefault(ticket.port, []).append(conn)

@@ -14,7 +14,8 @@ Given the loader's feature store (``feature_store=fs``), each sampling RPC also 
 sampled nodes' feature rows, and ``fs.multi_get_tensor(index=n_id)`` is answered from them:
 one round trip per mini-batch. On the server's host the reply's arrays come through a
 shared-memory segment the call lends the server (``Connection.reply_segments``), and the
-batch's tensors are views of it.
+batch's tensors are views of it; from elsewhere a large reply's arrays come from the server's
+data port (``Connection.fetch_payload``), read straight into the buffer the tensors view.
 """
 from __future__ import annotations
 

@@ -122,7 +122,9 @@ def read_spec(path: Path) -> AttachSpec:
         raise MalformedFileError(f"attach spec {path}: {exc}") from None
     unknown = set(raw) - {"labels", "relationships"}
     if unknown:
-        raise MalformedFileError(f"attach spec {path}: unknown entries {sorted(unknown)} (known: labels, relationships)")
+        raise MalformedFileError(
+            f"attach spec {path}: unknown entries {sorted(unknown)} (known: labels, relationships)"
+        )
     labels = {}
     for label, entry in _table(raw.get("labels"), f"{path}: [labels]").items():
         where = f"{path}: [labels.{label}]"

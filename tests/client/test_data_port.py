@@ -135,7 +135,9 @@ def test_a_payload_gone_from_the_data_port_is_asked_for_again_through_grpc(
     thief.close()
 
 
-def test_a_server_without_the_data_plane_answers_through_grpc(graph: Data, server: ServerProcess, tmp_path: Path) -> None:
+def test_a_server_without_the_data_plane_answers_through_grpc(
+    graph: Data, server: ServerProcess, tmp_path: Path
+) -> None:
     without = serve_graph(graph, tmp_path, "--read-only", "--no-data-plane")
     try:
         batches, connection = epoch(without.address)

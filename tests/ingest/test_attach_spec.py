@@ -63,5 +63,6 @@ def test_a_neo4j_that_does_not_answer_is_named(tmp_path: Path) -> None:
     path = tmp_path / "spec.toml"
     path.write_text(GOOD)
     port = free_port()  # nothing listens there
-    with pytest.raises(ServerUnavailableError, match=rf"Neo4j at bolt://127.0.0.1:{port} \(user 'reader'\) cannot be read"):
+    named = rf"Neo4j at bolt://127.0.0.1:{port} \(user 'reader'\) cannot be read"
+    with pytest.raises(ServerUnavailableError, match=named):
         read_neo4j_graph(f"bolt://127.0.0.1:{port}", ("reader", "secret-password"), read_spec(path))

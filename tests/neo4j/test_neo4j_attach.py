@@ -180,7 +180,8 @@ def open_stores_ids(data_dir: Path, emails: list[str]) -> list[int]:
 
 
 @pytest.mark.parametrize("bad, message", [
-    ("emb: [1.0, 2.0]", r"label 'Person', property 'emb', node 'bad@example.org': a list of 2 values where the other nodes have 4"),
+    ("emb: [1.0, 2.0]",
+     r"label 'Person', property 'emb', node 'bad@example.org': a list of 2 values where the other nodes have 4"),
     ("emb: 'a string'", r"node 'bad@example.org': a String value, which cannot be a feature"),
     ("age: 3", r"property 'emb', node 'bad@example.org': no value \(every node of the label needs the property\)"),
     ("emb: ['a', 'b', 'c', 'd']", r"node 'bad@example.org': a list holding a String value"),
