@@ -223,3 +223,21 @@ def test_a_data_port_that_worked_before_is_tried_again_one_never_reached_is_not(
     assert worked.fetch_payload(closed) is None and worked.data_plane, "the server may be restarting"
     fresh = connect(server.address, shared_memory=False)[0].connection
     assert fresh.fetch_payload(closed) is None and not fresh.data_plane, "a firewall: gRPC from now on"
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_loader_workers_read_from_the_data_port_themselves(server: ServerProcess, graph: Data, context: str) -> None:
+    fs, gs = connect(server.address, shared_memory=False)
+    sampler = RemoteNeighborSampler(fs, [10, 5], feature_store=fs, seed=4)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(1200), batch_size=300,
+                        num_workers=2, multiprocessing_context=context)
+    batches, connections = [], []
+    for batch in loader:
+        batches.append(batch)
+        connections.append(gauge("gnnstore_data_port_connections"))
+    assert fs.connection._data_port is None, "the trainer process itself sampled nothing"
+    assert max(connections) >= 1, "the workers' own connections"
+    seeds = torch.cat([b.n_id[: b.batch_size] for b in batches])
+    assert torch.equal(seeds.sort().values, torch.arange(1200))
+    for batch in batches:  # workers seed their own calls: right rows, not the same sample as in-process
+        assert torch.equal(batch.x, graph.x[batch.n_id]) and torch.equal(batch.y, graph.y[batch.n_id])
