@@ -235,7 +235,7 @@ def test_loader_workers_read_from_the_data_port_themselves(server: ServerProcess
     for batch in loader:
         batches.append(batch)
         connections.append(gauge("gnnstore_data_port_connections"))
-    assert fs.connection._data_port is None, "the trainer process itself sampled nothing"
+    assert fs.connection.data_port().fetched == 0, "the trainer process itself read no payload"
     assert max(connections) >= 1, "the workers' own connections"
     seeds = torch.cat([b.n_id[: b.batch_size] for b in batches])
     assert torch.equal(seeds.sort().values, torch.arange(1200))
