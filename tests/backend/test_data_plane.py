@@ -185,3 +185,49 @@ def test_an_unreachable_port_says_which_and_what_to_do() -> None:
     ticket = graph_pb2.BulkTicket(ticket=b"\1" * TICKET_BYTES, port=port, size=10)
     with pytest.raises(DataPortUnreachable, match=rf"127\.0\.0\.1:{port}.*--data-port"):
         DataPortClient("127.0.0.1", None).fetch(ticket, timeout=5)
+
+
+def read_all(conn: socket.socket) -> bytes:
+    """Every byte until the peer closes; a reset (it closed with our bytes unread) ends it too."""
+    data = b""
+    while True:
+        try:
+            chunk = conn.recv(1 << 16)
+        except ConnectionResetError:
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
+def send_until_closed(conn: socket.socket, pieces: list[np.ndarray]) -> None:
+    """Send ``pieces`` one by one, stopping once the peer has closed (it read what it wanted)."""
+    for piece in pieces:
+        try:
+            conn.sendall(piece.tobytes())
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+
+def test_random_bytes_from_many_strangers_never_read_a_payload_nor_stop_the_port(plane: DataPlane) -> None:
+    """A fast fuzz slice of the port: random bodies in random pieces, then the real ticket still reads."""
+    rng = np.random.default_rng(7)
+    writer, expected = big_payload()
+    ticket = plane.hold(writer)
+    answers = []
+    for _ in range(150):
+        with socket.create_connection(("127.0.0.1", plane.port), timeout=10) as stranger:
+            body = rng.integers(0, 256, int(rng.integers(TICKET_BYTES, 4 * TICKET_BYTES)), dtype=np.uint8).tobytes()
+            send_until_closed(stranger, np.array_split(np.frombuffer(body, np.uint8), int(rng.integers(1, 4))))
+            received = read_all(stranger)
+            # 16 random bytes are never a ticket: "unknown" once, then closed (or reset before we read it)
+            assert received in (b"", HEADER.pack(UNKNOWN, 0)), received
+            answers.append("unknown" if received else "reset")
+    assert answers.count("unknown") > 0 and len(answers) == 150
+    client = DataPortClient("127.0.0.1", None)
+    assert bytes(client.fetch(ticket, timeout=5)) == expected
+    client.close()
+    deadline = time.monotonic() + 5
+    while plane.connections() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert plane.connections() == 0, "every stranger's connection is gone"
