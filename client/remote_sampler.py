@@ -235,12 +235,11 @@ class RemoteNeighborSampler(BaseSampler):
         segments = self.connection.reply_segments()
         segment = None if segments is None else segments.acquire()
         request.accept_payload = True
+        request.accept_bulk = self.connection.data_plane  # also where the server refuses the segment
         if segment is not None:
             request.reply_segment.CopyFrom(segment.message)
             if request.HasField("features") and self.feature_store.exchange.cache is not None:
                 request.features.aligned = True  # misses land where the batch needs them, hits go around
-        else:
-            request.accept_bulk = self.connection.data_plane
         try:
             received = self.connection.call("GraphService", method, request, timeout=self.timeout)
         except BaseException:

@@ -241,3 +241,21 @@ def test_loader_workers_read_from_the_data_port_themselves(server: ServerProcess
     assert torch.equal(seeds.sort().values, torch.arange(1200))
     for batch in batches:  # workers seed their own calls: right rows, not the same sample as in-process
         assert torch.equal(batch.x, graph.x[batch.n_id]) and torch.equal(batch.y, graph.y[batch.n_id])
+
+
+def test_a_refused_segment_sends_the_large_reply_through_the_data_port(server: ServerProcess, graph: Data) -> None:
+    """A trainer on the server's host but not in its container offers a segment the server
+    cannot open: that reply comes through the data port too, not inside gRPC."""
+    from gnnstore.proto.reply_segment import ReplySegment
+
+    fs, gs = connect(server.address, shared_memory=True)
+    pool = fs.connection.reply_segments()
+    wrong = ReplySegment(1 << 24)
+    wrong.message.nonce = bytes(16)  # the server checks it and refuses the segment
+    pool._free.append(wrong)  # the next call offers this one
+    sampler = RemoteNeighborSampler(fs, [10, 5], feature_store=fs, seed=4)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(1200), batch_size=300)
+    batches = list(loader)
+    assert pool.refused is not None and "nonce" in pool.refused
+    assert fs.connection.data_port().fetched == 4, "the refused call's reply as well"
+    assert_same(batches, epoch(server.address, data_plane=False)[0], graph)
