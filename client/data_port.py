@@ -78,9 +78,16 @@ class DataPortClient:
                 conn.close()
 
     def _take(self, port: int) -> socket.socket | None:
+        """An idle connection to ``port``, closing those to any other: a server has one data
+        port, so they lead to one that restarted elsewhere."""
         with self._lock:
-            conns = self._idle.get(port)
-            return conns.pop() if conns else None
+            stale = [conn for other, conns in self._idle.items() if other != port for conn in conns]
+            self._idle = {port: self._idle.get(port, [])}
+            conns = self._idle[port]
+            taken = conns.pop() if conns else None
+        for conn in stale:
+            conn.close()
+        return taken
 
     def _connect(self, port: int, timeout: float) -> socket.socket:
         try:

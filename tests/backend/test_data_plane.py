@@ -178,6 +178,27 @@ def test_a_reused_connection_the_server_closed_is_replaced() -> None:
         plane.close()
 
 
+def test_connections_to_a_servers_old_data_port_are_closed_once_it_answers_on_another() -> None:
+    old, new = DataPlane("127.0.0.1"), DataPlane("127.0.0.1")
+    old.start()
+    new.start()
+    try:
+        client = DataPortClient("127.0.0.1", None)
+        first, expected_first = big_payload(1)
+        assert bytes(client.fetch(old.hold(first), timeout=5)) == expected_first
+        assert old.connections() == 1, "kept for the next batch"
+        second, expected_second = big_payload(2)
+        assert bytes(client.fetch(new.hold(second), timeout=5)) == expected_second
+        deadline = time.monotonic() + 5
+        while old.connections() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert old.connections() == 0 and new.connections() == 1
+        client.close()
+    finally:
+        old.close()
+        new.close()
+
+
 def test_an_unreachable_port_says_which_and_what_to_do() -> None:
     plane = DataPlane("127.0.0.1")
     port = plane.start()
