@@ -261,10 +261,10 @@ def _read_graph(
                 bar.update(len(found))
         row = np.repeat(pd.Index(keys[src]).get_indexer(sources), degrees)
         col = pd.Index(keys[dst]).get_indexer(targets)
-        if (row < 0).any() or (col < 0).any():
+        if (row < 0).any() or (col < 0).any():  # every node's key was checked: it came in after
             raise InvalidRequestError(
-                f"a {rel} relationship ends at a {src if (row < 0).any() else dst} node without a key "
-                "(its key property is missing)"
+                f"a {rel} relationship ends at a {src if (row < 0).any() else dst} node that was not there "
+                "when the nodes were read (was the graph written to during the attach?); run it again"
             )
         data[edge_type].edge_index = torch.from_numpy(np.stack([row, col])).long().reshape(2, -1)
         report.edges[edge_type] = len(targets)
