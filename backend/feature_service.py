@@ -15,8 +15,8 @@ from gnnstore.proto.codec import (
     attr_name_from_wire,
     attr_schema_to_proto,
     describe,
+    group_from_proto,
     ids_from_proto,
-    node_type_from_proto,
     tensor_from_proto,
     tensor_to_proto,
 )
@@ -72,7 +72,7 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
             row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._store.tensor_schema()}
             attrs, nbytes = [], 0
             for i, query in enumerate(request.queries):
-                group = node_type_from_proto(query.group)
+                group = group_from_proto(query)
                 where = f"query {i} ({describe(group)})"
                 if not query.attr_names:
                     raise InvalidRequestError(f"{where} names no attribute")

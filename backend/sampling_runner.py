@@ -34,6 +34,7 @@ from gnnstore.backend.work_budget import GraphBounds, sampled_edges_bound
 from gnnstore.proto.codec import describe
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.common.allocate import Allocate
+from gnnstore.common.graph_types import edge_group_of, is_edge_group
 from gnnstore.common.temporal import TemporalOptions
 from gnnstore.proto.reply_segment import ALIGNMENT, ArrayWriter
 from gnnstore.proto.sample_codec import NodeRows, NeighborCounts, RowRequest, distinct_in_order
@@ -163,47 +164,54 @@ class SamplingRunner:
         request: RowRequest,
         segment: ArrayWriter | None = None,
     ) -> list[NodeRows]:
-        """Rows of ``request.attrs`` for the sampled nodes the client lacks.
+        """Rows of ``request.attrs`` for the sampled nodes the client lacks, and of its edge
+        attributes for the sampled edges (by edge id).
 
         Each distinct id once; or, when the request asks for aligned rows and they all fit in
-        ``segment``, each at its position in the node list, so the client's cache fills the
-        other rows around them and the arrays become the batch's own. Attributes of a node type
-        with no sampled nodes in ``out`` are skipped, as PyG's loader skips them. Every row
+        ``segment``, each node's row at its position in the node list, so the client's cache
+        fills the other rows around them and the arrays become the batch's own. Attributes of a
+        group with nothing sampled in ``out`` are skipped, as PyG's loader skips them. Every row
         comes from one ``gather`` call, into ``segment`` when given.
         """
-        nodes = out.node if isinstance(out, HeteroSamplerOutput) else {None: out.node}
-        wanted: dict[NodeType | None, list[str]] = {}
+        sampled = _sampled_ids(out)
+        wanted: dict[object, list[str]] = {}
         for group, name in request.attrs:
-            if group in nodes:
+            if group in sampled:
                 wanted.setdefault(group, []).append(name)
-        node_ids = {group: nodes[group].numpy() for group in wanted}
-        lacking = {group: self._lacking(group, node_ids[group], request) for group in wanted}
+        ids_of = {group: sampled[group].numpy() for group in wanted}
+        lacking = {group: self._lacking(group, ids_of[group], request) for group in wanted}
         empty = None if segment is None else segment.empty
         row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._features.tensor_schema()}
-        positions: dict[NodeType | None, np.ndarray] = {}
-        if request.aligned and segment is not None and _fits_aligned(wanted, nodes, segment, row_bytes):
-            positions = {g: np.flatnonzero(keep) for g, keep in lacking.items()}
-            ids = {g: nodes[g][torch.from_numpy(at)] for g, at in positions.items()}
-        else:
-            ids = {g: torch.from_numpy(distinct_in_order(node_ids[g][keep])) for g, keep in lacking.items()}
+        node_groups = {g: names for g, names in wanted.items() if not is_edge_group(g)}
+        positions: dict[object, np.ndarray] = {}
+        if request.aligned and segment is not None and _fits_aligned(node_groups, sampled, segment, row_bytes):
+            positions = {g: np.flatnonzero(lacking[g]) for g in node_groups}
+        ids = {
+            g: sampled[g][torch.from_numpy(positions[g])] if g in positions
+            else torch.from_numpy(distinct_in_order(ids_of[g][keep]))
+            for g, keep in lacking.items()
+        }
         queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
         self._check_reply_bytes(queries, row_bytes)
-        placements = None
-        if positions:
-            placements = [(positions[g], nodes[g].numel()) for g, names in wanted.items() for _ in names]
+        placements = [
+            (positions[g], sampled[g].numel()) if g in positions else None
+            for g, names in wanted.items() for _ in names
+        ]
         tensors = iter(self._features.gather(queries, empty, placements) if queries else [])
         return [
             NodeRows(
                 g, ids[g], {name: next(tensors) for name in names},
-                torch.from_numpy(positions[g]) if positions else None,
+                torch.from_numpy(positions[g]) if g in positions else None,
             )
             for g, names in wanted.items()
         ]
 
-    def _lacking(self, group: NodeType | None, ids: np.ndarray, request: RowRequest) -> np.ndarray:
+    def _lacking(self, group: object, ids: np.ndarray, request: RowRequest) -> np.ndarray:
         """Which entries of the node list ``ids`` the client lacks (a mask): those neither in
-        its hot prefix nor known."""
+        its hot prefix nor known (every edge: edge rows are not cached)."""
         keep = np.ones(ids.shape[0], dtype=bool)
+        if is_edge_group(group):
+            return keep
         prefix = request.hot.get(group)
         if prefix is not None and prefix.count:
             if self.ranking is not None and prefix.version == self.ranking.version:
@@ -269,6 +277,15 @@ class SamplingRunner:
                     f"fanouts {list(hops)}{where} exceed the limit of {limits.max_fanout} "
                     f"neighbours per hop (use -1 for all neighbours)"
                 )
+
+
+def _sampled_ids(out: SamplerOutput | HeteroSamplerOutput) -> dict[object, Tensor]:
+    """The sample's global ids per feature group: node lists by node type, edge ids by edge
+    group."""
+    if isinstance(out, HeteroSamplerOutput):
+        edges = {edge_group_of(et): e for et, e in (out.edge or {}).items() if e is not None}
+        return {**out.node, **edges}
+    return {None: out.node, **({} if out.edge is None else {edge_group_of(None): out.edge})}
 
 
 def _fits_aligned(

@@ -64,28 +64,30 @@ class TieredFeatureStore(FeatureStore):
         self,
         attrs: list[TensorAttr],
         empty: Allocate | None = None,
-        placements: list[tuple[np.ndarray, int]] | None = None,
+        placements: list[tuple[np.ndarray, int] | None] | None = None,
     ) -> list[Tensor]:
         """``multi_get_tensor`` of fully specified attrs with 1-D indices; ``empty`` allocates
         the results (e.g. straight in a reply segment).
 
         ``placements[i] = (at, length)`` makes result ``i`` a ``length``-row tensor with the row
-        of ``attrs[i].index[j]`` at ``at[j]`` (see ``TierArray.gather``).
+        of ``attrs[i].index[j]`` at ``at[j]`` (see ``TierArray.gather``); ``None`` (or an entry
+        ``None``) gives the rows in index order.
         """
+        placements = placements or [None] * len(attrs)
         snapshot = self._live()
         if snapshot is None:
             logger.debug("feature tier behind the store; reading %d attrs from RocksDB", len(attrs))
             rows = self.store.multi_get_tensor(attrs)
-            return rows if placements is None else [_placed(r, p, empty) for r, p in zip(rows, placements)]
+            return [r if p is None else _placed(r, p, empty) for r, p in zip(rows, placements)]
         out = []
-        for i, attr in enumerate(attrs):
+        for attr, placement in zip(attrs, placements):
             array = snapshot.array(attr.group_name, attr.attr_name)
             ids = resolve_index(attr.index, array.rows.shape[0], attr.group_name, attr.attr_name)
-            if placements is None:
+            if placement is None:
                 rows = array.gather(ids.reshape(-1), empty)
                 out.append(rows.reshape(*ids.shape, *rows.shape[1:]))
             else:
-                out.append(array.gather(ids, empty, placements[i]))
+                out.append(array.gather(ids, empty, placement))
         return out
 
     def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:

@@ -9,7 +9,8 @@ the negatives' global ids.
 ``connect(..., cache_bytes=N)`` keeps feature rows on the trainer (``fs.cache``, a
 ``FeatureCache`` warmed with the server's hot nodes) so only misses travel, and
 ``Prefetcher(loader, depth=2)`` makes batches ahead while the trainer computes, measuring the
-trainer's stall per epoch.
+trainer's stall per epoch. ``transform=EdgeFeatures(fs)`` adds the stored edge attributes of each
+batch's ``e_id`` (``batch.edge_attr``), brought with the sample.
 """
 from gnnstore.client.admin import (
     ClientStats,
@@ -22,6 +23,7 @@ from gnnstore.client.admin import (
 )
 from gnnstore.client.channel import Connection
 from gnnstore.client.connect import connect
+from gnnstore.client.edge_features import EdgeFeatures
 from gnnstore.client.feature_cache import POLICY_NAMES, CacheStats, FeatureCache
 from gnnstore.client.feature_exchange import FeatureExchange
 from gnnstore.client.hot_set import warm_hot_set
@@ -39,6 +41,7 @@ __all__ = [
     "CacheStats",
     "ClientStats",
     "Connection",
+    "EdgeFeatures",
     "EpochRecord",
     "EpochTiming",
     "FeatureCache",

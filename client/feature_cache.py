@@ -137,7 +137,8 @@ class FeatureCache:
         groups: dict[Any, list[AttrSchema]] = {}
         for a in attrs:
             spec = AttrSchema(a.group_name, a.attr_name, a.dtype, tuple(a.shape))
-            groups.setdefault(a.group_name, []).append(spec)
+            if not spec.is_edge:  # edge rows ride with each sample uncached
+                groups.setdefault(a.group_name, []).append(spec)
         self.capacity_bytes, self.policy, self.device = int(capacity_bytes), policy, torch.device(device)
         sizes = {g: max(s.shape[0] for s in specs) for g, specs in groups.items()}
         total = sum(sizes[g] * sum(s.row_bytes for s in specs) for g, specs in groups.items())

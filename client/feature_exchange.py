@@ -21,6 +21,11 @@ at its node's position in a tensor with a row per sampled node, and the cache wr
 into the rows around them, so those tensors become the batch's own and no delivered row is
 copied on the trainer.
 
+Edge attributes ride the same way when an ``EdgeFeatures`` transform asked for them
+(``edge_attrs``): their rows, one per distinct sampled edge id, wait apart from the node rows
+until ``take_edges`` claims them by the batch's ``e_id`` (PyG's loaders never ask a store pair
+for edge attributes). They are not cached.
+
 ``delivered_rows``/``delivered_bytes`` count the rows that rode with samples (one per attr and
 id sent), ``fetched_rows``/``fetched_bytes`` those a separate MultiGet had to read; both
 are per process.
@@ -40,6 +45,8 @@ from torch_geometric.data import TensorAttr
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 from torch_geometric.typing import NodeType
 
+from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.common.graph_types import edge_group_of, is_edge_group
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.sample_codec import HotPrefix, NodeRows, feature_request_to_proto
 
@@ -74,7 +81,7 @@ class _Delivery:
 
     def __init__(self, nodes: dict[NodeType | None, Tensor], rows: list[NodeRows]) -> None:
         self.nodes = nodes
-        self.rows = {r.node_type: r for r in rows}
+        self.rows = {r.group: r for r in rows}
 
     def covers(self, attr: TensorAttr) -> bool:
         """Whether this delivery is for ``attr.index`` (same ids, same order) and holds ``attr``."""
@@ -93,6 +100,24 @@ class _Delivery:
         )
 
 
+class _EdgeDelivery:
+    """The edge rows one sample brought, per edge group, with the sample's edge ids."""
+
+    def __init__(self, edges: dict[Any, Tensor], rows: list[NodeRows]) -> None:
+        self.edges = edges
+        self.rows = {r.group: r for r in rows}
+
+    def covers(self, e_ids: dict[Any, Tensor], names: dict[Any, list[str]]) -> bool:
+        """Whether this delivery is for these edge ids (same ids, same order) and holds ``names``."""
+        return all(
+            group in self.edges and group in self.rows
+            and all(name in self.rows[group].rows for name in names[group])
+            and ids.numel() == self.edges[group].numel()
+            and torch.equal(ids, self.edges[group].long())
+            for group, ids in e_ids.items()
+        )
+
+
 class FeatureExchange:
     """Hands feature rows from the sampling RPC to the loader's ``multi_get_tensor``.
 
@@ -100,23 +125,36 @@ class FeatureExchange:
         cache: an optional row cache consulted before delivered rows (see the module doc).
         hot: node type → the prefix of the server's hot ranking the cache's static tier was
             warmed with.
+        edge_attrs: edge attribute names to bring with each sample (``None``: none; set by
+            ``EdgeFeatures``, which takes them).
     """
 
     def __init__(
-        self, cache: RowCache | None = None, hot: dict[NodeType | None, HotPrefix] | None = None
+        self,
+        cache: RowCache | None = None,
+        hot: dict[NodeType | None, HotPrefix] | None = None,
+        edge_attrs: frozenset[str | None] | None = None,
     ) -> None:
         self.cache = cache
         self.hot = dict(hot or {})
+        self.edge_attrs = edge_attrs
         self.delivered_rows = self.delivered_bytes = self.fetched_rows = self.fetched_bytes = 0
         self._lock = threading.Lock()
         self._pending: deque[_Delivery] = deque(maxlen=PENDING_BATCHES)
+        self._edge_pending: deque[_EdgeDelivery] = deque(maxlen=PENDING_BATCHES)
 
     def __getstate__(self) -> dict[str, Any]:
         # Deliveries belong to the process that sampled them; the lock cannot be pickled.
-        return {"cache": self.cache, "hot": self.hot}
+        return {"cache": self.cache, "hot": self.hot, "edge_attrs": self.edge_attrs}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["cache"], state.get("hot"))
+        self.__init__(state["cache"], state.get("hot"), state.get("edge_attrs"))
+
+    def wanted(self, schema: Sequence[AttrSchema]) -> list[tuple[Any, str | None]]:
+        """The (group, attr) pairs a sample should bring: every node attribute, and the edge
+        attributes ``edge_attrs`` names."""
+        edge_attrs = self.edge_attrs or frozenset()
+        return [(s.group_name, s.attr_name) for s in schema if not s.is_edge or s.attr_name in edge_attrs]
 
     def request(
         self, attrs: Sequence[tuple[NodeType | None, str]], reads_ahead: int = 0
@@ -130,7 +168,7 @@ class FeatureExchange:
         hot: dict[NodeType | None, HotPrefix] = {}
         known_ids = getattr(self.cache, "known_ids", None)
         warmed = getattr(self.cache, "warmed_prefix", None)
-        for group in dict.fromkeys(group for group, _ in attrs):
+        for group in dict.fromkeys(group for group, _ in attrs if not is_edge_group(group)):
             prefix = self.hot.get(group)
             count = 0 if prefix is None or warmed is None else min(prefix.count, warmed(group))
             if count:
@@ -142,10 +180,15 @@ class FeatureExchange:
         return feature_request_to_proto(attrs, known, hot)
 
     def deliver(self, out: SamplerOutput | HeteroSamplerOutput, rows: list[NodeRows]) -> None:
-        """Keep the rows a sample brought until the loader asks for them."""
+        """Keep the rows a sample brought until the loader (and ``EdgeFeatures``) ask for them."""
         nodes = out.node if isinstance(out, HeteroSamplerOutput) else {None: out.node}
+        edge_rows = [r for r in rows if is_edge_group(r.group)]
         with self._lock:
-            self._pending.append(_Delivery(nodes, rows))
+            self._pending.append(_Delivery(nodes, [r for r in rows if not is_edge_group(r.group)]))
+            if edge_rows:
+                edges = out.edge if isinstance(out, HeteroSamplerOutput) else {None: out.edge}
+                groups = {edge_group_of(et): e for et, e in (edges or {}).items() if e is not None}
+                self._edge_pending.append(_EdgeDelivery(groups, edge_rows))
             self.delivered_rows += sum(r.ids.numel() * len(r.rows) for r in rows)  # aligned: rows written
             self.delivered_bytes += sum(
                 sum(t.numel() * t.element_size() for t in r.rows.values()) - r.bytes_unwritten for r in rows
@@ -168,6 +211,31 @@ class FeatureExchange:
             rows = self._assemble(group, names, attrs[positions[0]].index, delivery.rows[group], fetch)
             out.update(zip(positions, rows))
         return [out[i] for i in range(len(attrs))]
+
+    def take_edges(
+        self, e_ids: dict[Any, Tensor], names: dict[Any, list[str]], fetch: FetchRows
+    ) -> dict[Any, dict[str, Tensor]]:
+        """Rows of edge attributes ``names[group]`` for the edge ids ``e_ids[group]`` (global,
+        per edge group): from the delivery of the sample with these edge ids, else ``fetch``."""
+        fetch = self._counted(fetch)
+        with self._lock:
+            delivery = next((d for d in reversed(self._edge_pending) if d.covers(e_ids, names)), None)
+            if delivery is not None:
+                self._edge_pending.remove(delivery)
+        out: dict[Any, dict[str, Tensor]] = {}
+        if delivery is None:
+            attrs = [TensorAttr(g, name, ids) for g, ids in e_ids.items() for name in names[g]]
+            tensors = iter(fetch(attrs) if attrs else [])
+            return {g: {name: next(tensors) for name in names[g]} for g in e_ids}
+        for group, ids in e_ids.items():
+            sent = delivery.rows[group]
+            if ids.numel() == sent.ids.numel() and torch.equal(ids, sent.ids.long()):
+                out[group] = {name: sent.rows[name] for name in names[group]}
+                continue  # every edge once, in order: the rows as sent
+            order = torch.argsort(sent.ids)
+            at = order[torch.searchsorted(sent.ids[order], ids)]
+            out[group] = {name: sent.rows[name].index_select(0, at) for name in names[group]}
+        return out
 
     def _counted(self, fetch: FetchRows) -> FetchRows:
         def counted(attrs: list[TensorAttr]) -> list[Tensor]:
@@ -248,7 +316,7 @@ class FeatureExchange:
             return fetch(attrs)
         out: dict[int, Tensor] = {}
         for i, attr in enumerate(attrs):
-            if not isinstance(attr.index, Tensor):
+            if not isinstance(attr.index, Tensor) or is_edge_group(attr.group_name):  # not cached
                 out[i] = fetch([attr])[0]
         by_index: dict[tuple[Any, int], list[int]] = {}
         for i, attr in enumerate(attrs):  # one cache call per node type and index tensor

@@ -23,7 +23,7 @@ from gnnstore.proto.codec import (
     attr_name_to_wire,
     attr_schema_from_proto,
     ids_to_proto,
-    node_type_to_proto,
+    set_group,
     tensor_from_proto,
     tensor_to_proto,
 )
@@ -73,8 +73,13 @@ class RemoteFeatureStore(FeatureStore):
         return self._schema
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
-        """New ``TensorAttr`` objects, one per stored (node type, attr); the loaders mutate them."""
-        return [TensorAttr(s.group_name, s.attr_name) for s in self.schema()]
+        """New ``TensorAttr`` objects, one per stored node attribute; the loaders mutate them.
+
+        Edge attributes are left out, as PyG's ``Data`` and ``HeteroData`` leave them out (PyG's
+        loaders read every listed attribute at the batch's node ids); ``EdgeFeatures`` adds
+        them to a batch, and ``schema()`` lists them.
+        """
+        return [TensorAttr(s.group_name, s.attr_name) for s in self.schema() if not s.is_edge]
 
     def _get_tensor(self, attr: TensorAttr) -> Tensor:
         return self._fetch([attr])[0]
@@ -134,9 +139,8 @@ class RemoteFeatureStore(FeatureStore):
             ids, scalar = self._ids(attr)
             key = (attr.group_name, id(attr.index))  # attrs sharing one index share one query
             if key not in queries:
-                query = request.queries.add(
-                    group=node_type_to_proto(attr.group_name), index=ids_to_proto(ids)
-                )
+                query = request.queries.add(index=ids_to_proto(ids))
+                set_group(query, attr.group_name)
                 queries[key] = (query, [])
             query, members = queries[key]
             query.attr_names.append(attr_name_to_wire(attr.attr_name))

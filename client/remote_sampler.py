@@ -226,8 +226,8 @@ class RemoteNeighborSampler(BaseSampler):
             time_attr=self.time_attr, temporal_strategy=self.temporal_strategy,
         ))
         if self.feature_store is not None:
-            attrs = [(s.group_name, s.attr_name) for s in self.feature_store.schema()]
-            request.features.CopyFrom(self.feature_store.exchange.request(attrs, reads_ahead))
+            exchange = self.feature_store.exchange
+            request.features.CopyFrom(exchange.request(exchange.wanted(self.feature_store.schema()), reads_ahead))
 
     def _sample(
         self, method: str, request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.graph_types import is_edge_group
 
 DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name)
@@ -40,7 +41,11 @@ def dtype_from_name(name: str) -> torch.dtype:
 
 @dataclass(frozen=True)
 class AttrSchema:
-    """Node type (``None`` when homogeneous), attr name, dtype and full shape ``[N, *row]``.
+    """Group, attr name, dtype and full shape ``[N, *row]``.
+
+    The group is a node type (``None`` when homogeneous) for node attributes, an edge type for
+    a heterogeneous graph's edge attributes and ``(None, None)`` for a homogeneous one's; ``N``
+    counts the group's nodes or edges.
 
     ``dtype`` may be given by its name (``"float32"``); ``shape`` as any sequence of ints.
 
@@ -64,6 +69,11 @@ class AttrSchema:
         object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
 
     @property
+    def is_edge(self) -> bool:
+        """Whether rows are edges (the group is an edge type or ``(None, None)``), not nodes."""
+        return is_edge_group(self.group_name)
+
+    @property
     def row_bytes(self) -> int:
-        """Bytes of one node's row."""
+        """Bytes of one node's (or edge's) row."""
         return math.prod(self.shape[1:]) * self.dtype.itemsize

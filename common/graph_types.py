@@ -35,3 +35,23 @@ def checked_edge_type(edge_type: object, *, what: str = "an edge type") -> EdgeT
     ):
         return tuple(edge_type)
     raise InvalidRequestError(f"{what} is a (src, rel, dst) tuple of non-empty str, got {edge_type!r}")
+
+
+HOMOGENEOUS_EDGE_GROUP = (None, None)
+"""The feature group of a homogeneous graph's edge attributes, as PyG's ``LocalFeatureStore``
+names it (``group_name=(None, None)``); a heterogeneous edge attribute's group is its edge type."""
+
+
+def is_edge_group(group: object) -> bool:
+    """Whether a feature group names edge attributes (an edge type, or ``(None, None)``)."""
+    return isinstance(group, tuple)
+
+
+def edge_group_of(edge_type: EdgeType | None) -> tuple:
+    """The feature group of ``edge_type``'s attributes."""
+    return HOMOGENEOUS_EDGE_GROUP if edge_type is None else tuple(edge_type)
+
+
+def edge_type_of_group(group: tuple) -> EdgeType | None:
+    """The edge type whose attributes ``group`` holds (``None`` for ``(None, None)``)."""
+    return None if group == HOMOGENEOUS_EDGE_GROUP else group

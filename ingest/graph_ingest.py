@@ -9,10 +9,12 @@ the writes run in this order, each atomic on its own:
 1. the id map, one ``map_keys`` (or ``identity``) per node type;
 2. the feature store, one whole-tensor put per (node type, attr) (an SST file switched in by one
    WriteBatch) or, when the ingest adds rows to a type, one indexed put;
-3. the graph store, one ``put_edge_index`` per edge type, which replaces that edge type.
+3. per edge type: its stored edge attributes removed, one ``put_edge_index``, which replaces
+   the edge type (and gives its edges new ids), then one whole put per edge attribute.
 
 A crash between two writes leaves a prefix of them: ids given to keys whose features or edges
-are missing, or some attrs / edge types new and others old. Ids never change once given, every
+are missing, or some attrs / edge types new and others old; never new edges with the old
+edges' attributes (those are removed first, so a crash there leaves the attributes missing). Ids never change once given, every
 feature put and edge put replaces what it writes, so re-running the same ingest repairs it: the
 same keys get the same ids and the remaining writes are redone, with no duplicated edges.
 """
@@ -34,6 +36,7 @@ from tqdm import tqdm
 from gnnstore.ingest.plan import EdgePlan, NodePlan, plan_ingest
 from gnnstore.ingest.report import IngestReport, IngestStep
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
+from gnnstore.common.graph_types import edge_group_of
 
 if TYPE_CHECKING:
     from gnnstore.stores.data_dir import Stores
@@ -77,7 +80,7 @@ def ingest_graph(
         _check_rows_fit(stores, plan, ids[plan.node_type], num_nodes[plan.node_type])
     report = IngestReport()
     total = sum(p.num_nodes * (1 + len(p.attrs)) for p in nodes) + sum(
-        e.edge_index.size(1) for e in edges
+        e.edge_index.size(1) * (1 + len(e.attrs)) for e in edges
     )
     with tqdm(total=total, unit="rows", unit_scale=True, disable=not progress) as bar:
         for plan in nodes:
@@ -86,8 +89,10 @@ def ingest_graph(
         for plan in nodes:
             _put_features(stores, plan, ids[plan.node_type], num_nodes[plan.node_type], report, bar)
         for plan in edges:
+            _remove_edge_features(stores, plan.edge_type)
             with _step(report, bar, "edges", _type_label(plan.edge_type), plan.edge_index.size(1)):
                 _put_edges(stores, plan, ids, num_nodes)
+            _put_edge_features(stores, plan, report, bar)
     report.seconds = time.perf_counter() - start
     logger.info("ingest done: %d steps in %.2f s", len(report.steps), report.seconds)
     return report
@@ -213,6 +218,24 @@ def _put_features(
                 rows[ids] = tensor
             stores.feature_store.put_tensor(
                 rows, group_name=plan.node_type, attr_name=name, index=index
+            )
+
+
+def _remove_edge_features(stores: Stores, edge_type: EdgeType | None) -> None:
+    """Remove every stored attr of ``edge_type``'s edges: their rows belong to edge ids that the
+    edge type's new put gives to other edges."""
+    group = edge_group_of(edge_type)
+    for schema in stores.feature_store.tensor_schema():
+        if schema.group_name == group:
+            stores.feature_store.remove_tensor(group_name=group, attr_name=schema.attr_name, index=None)
+
+
+def _put_edge_features(stores: Stores, plan: EdgePlan, report: IngestReport, bar: tqdm) -> None:
+    """Put every edge attr of one edge type whole, a row per edge in edge-id order."""
+    for name, tensor in plan.attrs.items():
+        with _step(report, bar, "features", f"{_type_label(plan.edge_type)}.{name}", tensor.size(0)):
+            stores.feature_store.put_tensor(
+                tensor, group_name=edge_group_of(plan.edge_type), attr_name=name, index=None
             )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -39,12 +39,14 @@ class NodePlan:
 
 @dataclass
 class EdgePlan:
-    """One edge type, checked: ``edge_index`` is ``[2, E]`` int64 of **local** node positions."""
+    """One edge type, checked: ``edge_index`` is ``[2, E]`` int64 of **local** node positions,
+    ``attrs`` its edge-level tensors ``[E, *]`` by attr name, a row per edge in edge order."""
 
     edge_type: EdgeType | None
     src_type: NodeType | None
     dst_type: NodeType | None
     edge_index: Tensor
+    attrs: dict[str, Tensor] = field(default_factory=dict)
 
 
 def plan_ingest(
@@ -74,7 +76,7 @@ def plan_ingest(
         )
     nodes = [_plan_nodes(nt, store, keys.get(nt)) for nt, store in node_items]
     sizes = {plan.node_type: plan.num_nodes for plan in nodes}
-    edges = [_plan_edges(et, store, sizes) for et, store in edge_items]
+    edges = [_plan_edges(data, et, store, sizes) for et, store in edge_items]
     return nodes, edges
 
 
@@ -142,18 +144,16 @@ def _check_keys(node_type: NodeType | None, keys: object, num_nodes: int) -> Key
 
 
 def _plan_edges(
-    edge_type: EdgeType | None, store: object, sizes: dict[NodeType | None, int]
+    data: Data | HeteroData, edge_type: EdgeType | None, store: object, sizes: dict[NodeType | None, int]
 ) -> EdgePlan:
-    """The edge index of one edge type, checked against its node types' sizes."""
+    """The edge index of one edge type, checked against its node types' sizes, and its
+    edge-level tensors."""
     src_type, dst_type = (None, None) if edge_type is None else (edge_type[0], edge_type[-1])
     for node_type in (src_type, dst_type):
         if node_type not in sizes:
             raise InvalidRequestError(
                 f"edge type {edge_type!r}: node type {node_type!r} has no nodes in the graph"
             )
-    skipped = [k for k in store.keys() if k != "edge_index" and store.is_edge_attr(k)]
-    if skipped:
-        logger.warning("edge type %r: edge-level attrs %s are not ingested", edge_type, skipped)
     edge_index = store.edge_index
     if isinstance(edge_index, np.ndarray):
         edge_index = torch.from_numpy(edge_index)
@@ -180,4 +180,28 @@ def _plan_edges(
                 f"edge type {edge_type!r}: edge #{pos} has {side} {int(ends[pos])}, outside node "
                 f"type {node_type!r} (0..{sizes[node_type] - 1})"
             )
-    return EdgePlan(edge_type, src_type, dst_type, edge_index)
+    return EdgePlan(edge_type, src_type, dst_type, edge_index, _edge_attrs(data, edge_type, store))
+
+
+def _edge_attrs(data: Data | HeteroData, edge_type: EdgeType | None, store: object) -> dict[str, Tensor]:
+    """The edge-level tensors of one edge type with a row per edge (``edge_attr``, weights, ...).
+
+    Raises:
+        InvalidRequestError: one of a dtype the feature store cannot hold.
+    """
+    attrs = {}
+    for name in sorted(k for k in store.keys() if k != "edge_index" and store.is_edge_attr(k)):
+        value = store[name]
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            value = torch.from_numpy(value)
+        if not isinstance(value, Tensor) or data.__cat_dim__(name, value, store) != 0:
+            logger.warning("edge type %r: edge-level attr %r is not a tensor with a row per edge; skipped",
+                           edge_type, name)
+            continue
+        if value.dtype not in STORABLE_DTYPES:
+            raise InvalidRequestError(
+                f"edge type {edge_type!r}: attr {name!r} has dtype {value.dtype}, which the "
+                f"feature store cannot hold"
+            )
+        attrs[name] = value.detach().cpu()
+    return attrs

@@ -8,7 +8,8 @@ bytes in the request's shared-memory segment, or in the reply's payload (``segme
 ``ArrayWriter``); decoded with ``shared=`` a memoryview of those bytes, such a tensor is a view
 of them, not a copy, with a storage of its own bytes only (see ``reply_segment.py`` for how long it stays
 valid). Node and edge types map PyG's ``None`` to an explicit ``homogeneous`` flag, and
-heterogeneous edge types always decode to tuples.
+heterogeneous edge types always decode to tuples. A feature group (``set_group`` /
+``group_from_proto``) travels as a node type, or for edge attributes in an ``edge_group`` field.
 """
 from __future__ import annotations
 
@@ -22,7 +23,14 @@ from torch import Tensor
 from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.common.attr_schema import DTYPES, AttrSchema, dtype_from_name
-from gnnstore.common.graph_types import checked_edge_type, checked_node_type
+from gnnstore.common.graph_types import (
+    HOMOGENEOUS_EDGE_GROUP,
+    checked_edge_type,
+    checked_node_type,
+    edge_group_of,
+    edge_type_of_group,
+    is_edge_group,
+)
 
 from . import common_pb2 as pb
 from gnnstore.common.errors import InvalidRequestError
@@ -238,9 +246,35 @@ def attr_name_from_wire(text: str) -> str | None:
     return text or None
 
 
-def attr_key_to_proto(group_name: NodeType | None, attr_name: str | None) -> pb.TensorAttrKey:
+def set_group(message: object, group: object, node_field: str = "group") -> None:
+    """Put a feature group into ``message``: a node type into ``node_field``, an edge group (an
+    edge type, or ``(None, None)``) into ``edge_group``."""
+    if is_edge_group(group):
+        if group != HOMOGENEOUS_EDGE_GROUP:
+            checked_edge_type(group, what="a feature group")
+        message.edge_group.CopyFrom(edge_type_to_proto(edge_type_of_group(group)))
+    else:
+        getattr(message, node_field).CopyFrom(node_type_to_proto(group))
+
+
+def group_from_proto(message: object, node_field: str = "group") -> object:
+    """The feature group ``set_group`` put into ``message``.
+
+    Raises:
+        InvalidRequestError: both a node type and an edge group, or an inconsistent type.
+    """
+    if message.HasField("edge_group"):
+        if message.HasField(node_field):
+            raise InvalidRequestError("a feature group is a node type or an edge type, not both")
+        return edge_group_of(edge_type_from_proto(message.edge_group))
+    return node_type_from_proto(getattr(message, node_field))
+
+
+def attr_key_to_proto(group_name: object, attr_name: str | None) -> pb.TensorAttrKey:
     """Encode a (group_name, attr_name) pair."""
-    return pb.TensorAttrKey(group=node_type_to_proto(group_name), attr_name=attr_name_to_wire(attr_name))
+    key = pb.TensorAttrKey(attr_name=attr_name_to_wire(attr_name))
+    set_group(key, group_name)
+    return key
 
 
 def attr_schema_to_proto(schema: AttrSchema) -> pb.TensorSchema:
@@ -258,15 +292,18 @@ def attr_schema_from_proto(message: pb.TensorSchema) -> AttrSchema:
     return AttrSchema(*attr_key_from_proto(message.key), dtype_from_name(message.dtype), tuple(message.shape))
 
 
-def attr_key_from_proto(message: pb.TensorAttrKey) -> tuple[NodeType | None, str | None]:
+def attr_key_from_proto(message: pb.TensorAttrKey) -> tuple[object, str | None]:
     """Decode a (group_name, attr_name) pair.
 
     Raises:
         InvalidRequestError: an inconsistent node type.
     """
-    return node_type_from_proto(message.group), attr_name_from_wire(message.attr_name)
+    return group_from_proto(message), attr_name_from_wire(message.attr_name)
 
 
 def describe(key: NodeType | EdgeType | None) -> str:
-    """A node or edge type as a message names it (``None`` reads 'the homogeneous graph')."""
+    """A node or edge type (or feature group) as a message names it (``None`` reads 'the
+    homogeneous graph')."""
+    if key == HOMOGENEOUS_EDGE_GROUP:
+        return "the homogeneous graph's edges"
     return "the homogeneous graph" if key is None else repr(key)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gnnstore/v1/common.proto\x12\x0bgnnstore.v1\"_\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12)\n\x06shared\x18\x04 \x01(\x0b\x32\x19.gnnstore.v1.SegmentSlice\".\n\x0cSegmentSlice\x12\x0e\n\x06offset\x18\x01 \x01(\x04\x12\x0e\n\x06length\x18\x02 \x01(\x04\"E\n\x0eOptionalTensor\x12\x0f\n\x07is_none\x18\x01 \x01(\x08\x12\"\n\x05value\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"-\n\x08NodeType\x12\x13\n\x0bhomogeneous\x18\x01 \x01(\x08\x12\x0c\n\x04name\x18\x02 \x01(\t\"F\n\x08\x45\x64geType\x12\x13\n\x0bhomogeneous\x18\x01 \x01(\x08\x12\x0b\n\x03src\x18\x02 \x01(\t\x12\x0b\n\x03rel\x18\x03 \x01(\t\x12\x0b\n\x03\x64st\x18\x04 \x01(\t\"H\n\rTensorAttrKey\x12$\n\x05group\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\x11\n\tattr_name\x18\x02 \x01(\t\"U\n\x0cTensorSchema\x12\'\n\x03key\x18\x01 \x01(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x03\"U\n\x07NodeIds\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12 \n\x03ids\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"F\n\nNodeCounts\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\x0e\n\x06\x63ounts\x18\x02 \x03(\x03\"F\n\nEdgeCounts\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12\x0e\n\x06\x63ounts\x18\x02 \x03(\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gnnstore/v1/common.proto\x12\x0bgnnstore.v1\"_\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x12)\n\x06shared\x18\x04 \x01(\x0b\x32\x19.gnnstore.v1.SegmentSlice\".\n\x0cSegmentSlice\x12\x0e\n\x06offset\x18\x01 \x01(\x04\x12\x0e\n\x06length\x18\x02 \x01(\x04\"E\n\x0eOptionalTensor\x12\x0f\n\x07is_none\x18\x01 \x01(\x08\x12\"\n\x05value\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"-\n\x08NodeType\x12\x13\n\x0bhomogeneous\x18\x01 \x01(\x08\x12\x0c\n\x04name\x18\x02 \x01(\t\"F\n\x08\x45\x64geType\x12\x13\n\x0bhomogeneous\x18\x01 \x01(\x08\x12\x0b\n\x03src\x18\x02 \x01(\t\x12\x0b\n\x03rel\x18\x03 \x01(\t\x12\x0b\n\x03\x64st\x18\x04 \x01(\t\"s\n\rTensorAttrKey\x12$\n\x05group\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\x11\n\tattr_name\x18\x02 \x01(\t\x12)\n\nedge_group\x18\x03 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\"U\n\x0cTensorSchema\x12\'\n\x03key\x18\x01 \x01(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x03\"U\n\x07NodeIds\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12 \n\x03ids\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"F\n\nNodeCounts\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\x0e\n\x06\x63ounts\x18\x02 \x03(\x03\"F\n\nEdgeCounts\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12\x0e\n\x06\x63ounts\x18\x02 \x03(\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,13 +42,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EDGETYPE']._serialized_start=304
   _globals['_EDGETYPE']._serialized_end=374
   _globals['_TENSORATTRKEY']._serialized_start=376
-  _globals['_TENSORATTRKEY']._serialized_end=448
-  _globals['_TENSORSCHEMA']._serialized_start=450
-  _globals['_TENSORSCHEMA']._serialized_end=535
-  _globals['_NODEIDS']._serialized_start=537
-  _globals['_NODEIDS']._serialized_end=622
-  _globals['_NODECOUNTS']._serialized_start=624
-  _globals['_NODECOUNTS']._serialized_end=694
-  _globals['_EDGECOUNTS']._serialized_start=696
-  _globals['_EDGECOUNTS']._serialized_end=766
+  _globals['_TENSORATTRKEY']._serialized_end=491
+  _globals['_TENSORSCHEMA']._serialized_start=493
+  _globals['_TENSORSCHEMA']._serialized_end=578
+  _globals['_NODEIDS']._serialized_start=580
+  _globals['_NODEIDS']._serialized_end=665
+  _globals['_NODECOUNTS']._serialized_start=667
+  _globals['_NODECOUNTS']._serialized_end=737
+  _globals['_EDGECOUNTS']._serialized_start=739
+  _globals['_EDGECOUNTS']._serialized_end=809
 # @@protoc_insertion_point(module_scope)

@@ -55,12 +55,14 @@ class EdgeType(_message.Message):
     def __init__(self, homogeneous: _Optional[bool] = ..., src: _Optional[str] = ..., rel: _Optional[str] = ..., dst: _Optional[str] = ...) -> None: ...
 
 class TensorAttrKey(_message.Message):
-    __slots__ = ("group", "attr_name")
+    __slots__ = ("group", "attr_name", "edge_group")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     ATTR_NAME_FIELD_NUMBER: _ClassVar[int]
+    EDGE_GROUP_FIELD_NUMBER: _ClassVar[int]
     group: NodeType
     attr_name: str
-    def __init__(self, group: _Optional[_Union[NodeType, _Mapping]] = ..., attr_name: _Optional[str] = ...) -> None: ...
+    edge_group: EdgeType
+    def __init__(self, group: _Optional[_Union[NodeType, _Mapping]] = ..., attr_name: _Optional[str] = ..., edge_group: _Optional[_Union[EdgeType, _Mapping]] = ...) -> None: ...
 
 class TensorSchema(_message.Message):
     __slots__ = ("key", "dtype", "shape")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import common_pb2 as gnnstore_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19gnnstore/v1/feature.proto\x12\x0bgnnstore.v1\x1a\x18gnnstore/v1/common.proto\"\x18\n\x16ListTensorAttrsRequest\"C\n\x17ListTensorAttrsResponse\x12(\n\x05\x61ttrs\x18\x01 \x03(\x0b\x32\x19.gnnstore.v1.TensorSchema\"?\n\x14GetTensorSizeRequest\x12\'\n\x03key\x18\x01 \x01(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\"5\n\x15GetTensorSizeResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\r\n\x05shape\x18\x02 \x03(\x03\"h\n\x08RowQuery\x12$\n\x05group\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\x12\n\nattr_names\x18\x02 \x03(\t\x12\"\n\x05index\x18\x03 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"9\n\x0fMultiGetRequest\x12&\n\x07queries\x18\x01 \x03(\x0b\x32\x15.gnnstore.v1.RowQuery\"8\n\x10MultiGetResponse\x12$\n\x07tensors\x18\x01 \x03(\x0b\x32\x13.gnnstore.v1.Tensor\"P\n\x10GetTensorRequest\x12\'\n\x03key\x18\x01 \x01(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\x12\x13\n\x0b\x63hunk_bytes\x18\x02 \x01(\x03\"\x8f\x01\n\nPutRequest\x12\'\n\x03key\x18\x01 \x01(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\x12\x10\n\x08\x61ll_rows\x18\x02 \x01(\x08\x12\"\n\x05index\x18\x03 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12\"\n\x05value\x18\x04 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"\x1e\n\x0bPutResponse\x12\x0f\n\x07written\x18\x01 \x01(\x08\"8\n\rRemoveRequest\x12\'\n\x03key\x18\x01 \x01(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\"!\n\x0eRemoveResponse\x12\x0f\n\x07removed\x18\x01 \x01(\x08\x32\xcf\x03\n\x0e\x46\x65\x61tureService\x12\\\n\x0fListTensorAttrs\x12#.gnnstore.v1.ListTensorAttrsRequest\x1a$.gnnstore.v1.ListTensorAttrsResponse\x12V\n\rGetTensorSize\x12!.gnnstore.v1.GetTensorSizeRequest\x1a\".gnnstore.v1.GetTensorSizeResponse\x12G\n\x08MultiGet\x12\x1c.gnnstore.v1.MultiGetRequest\x1a\x1d.gnnstore.v1.MultiGetResponse\x12\x41\n\tGetTensor\x12\x1d.gnnstore.v1.GetTensorRequest\x1a\x13.gnnstore.v1.Tensor0\x01\x12\x38\n\x03Put\x12\x17.gnnstore.v1.PutRequest\x1a\x18.gnnstore.v1.PutResponse\x12\x41\n\x06Remove\x12\x1a.gnnstore.v1.RemoveRequest\x1a\x1b.gnnstore.v1.RemoveResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19gnnstore/v1/feature.proto\x12\x0bgnnstore.v1\x1a\x18gnnstore/v1/common.proto\"\x18\n\x16ListTensorAttrsRequest\"C\n\x17ListTensorAttrsResponse\x12(\n\x05\x61ttrs\x18\x01 \x03(\x0b\x32\x19.gnnstore.v1.TensorSchema\"?\n\x14GetTensorSizeRequest\x12\'\n\x03key\x18\x01 \x01(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\"5\n\x15GetTensorSizeResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\r\n\x05shape\x18\x02 \x03(\x03\"\x93\x01\n\x08RowQuery\x12$\n\x05group\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\x12\n\nattr_names\x18\x02 \x03(\t\x12\"\n\x05index\x18\x03 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12)\n\nedge_group\x18\x04 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\"9\n\x0fMultiGetRequest\x12&\n\x07queries\x18\x01 \x03(\x0b\x32\x15.gnnstore.v1.RowQuery\"8\n\x10MultiGetResponse\x12$\n\x07tensors\x18\x01 \x03(\x0b\x32\x13.gnnstore.v1.Tensor\"P\n\x10GetTensorRequest\x12\'\n\x03key\x18\x01 \x01(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\x12\x13\n\x0b\x63hunk_bytes\x18\x02 \x01(\x03\"\x8f\x01\n\nPutRequest\x12\'\n\x03key\x18\x01 \x01(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\x12\x10\n\x08\x61ll_rows\x18\x02 \x01(\x08\x12\"\n\x05index\x18\x03 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12\"\n\x05value\x18\x04 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"\x1e\n\x0bPutResponse\x12\x0f\n\x07written\x18\x01 \x01(\x08\"8\n\rRemoveRequest\x12\'\n\x03key\x18\x01 \x01(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\"!\n\x0eRemoveResponse\x12\x0f\n\x07removed\x18\x01 \x01(\x08\x32\xcf\x03\n\x0e\x46\x65\x61tureService\x12\\\n\x0fListTensorAttrs\x12#.gnnstore.v1.ListTensorAttrsRequest\x1a$.gnnstore.v1.ListTensorAttrsResponse\x12V\n\rGetTensorSize\x12!.gnnstore.v1.GetTensorSizeRequest\x1a\".gnnstore.v1.GetTensorSizeResponse\x12G\n\x08MultiGet\x12\x1c.gnnstore.v1.MultiGetRequest\x1a\x1d.gnnstore.v1.MultiGetResponse\x12\x41\n\tGetTensor\x12\x1d.gnnstore.v1.GetTensorRequest\x1a\x13.gnnstore.v1.Tensor0\x01\x12\x38\n\x03Put\x12\x17.gnnstore.v1.PutRequest\x1a\x18.gnnstore.v1.PutResponse\x12\x41\n\x06Remove\x12\x1a.gnnstore.v1.RemoveRequest\x1a\x1b.gnnstore.v1.RemoveResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,22 +40,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETTENSORSIZEREQUEST']._serialized_end=226
   _globals['_GETTENSORSIZERESPONSE']._serialized_start=228
   _globals['_GETTENSORSIZERESPONSE']._serialized_end=281
-  _globals['_ROWQUERY']._serialized_start=283
-  _globals['_ROWQUERY']._serialized_end=387
-  _globals['_MULTIGETREQUEST']._serialized_start=389
-  _globals['_MULTIGETREQUEST']._serialized_end=446
-  _globals['_MULTIGETRESPONSE']._serialized_start=448
-  _globals['_MULTIGETRESPONSE']._serialized_end=504
-  _globals['_GETTENSORREQUEST']._serialized_start=506
-  _globals['_GETTENSORREQUEST']._serialized_end=586
-  _globals['_PUTREQUEST']._serialized_start=589
-  _globals['_PUTREQUEST']._serialized_end=732
-  _globals['_PUTRESPONSE']._serialized_start=734
-  _globals['_PUTRESPONSE']._serialized_end=764
-  _globals['_REMOVEREQUEST']._serialized_start=766
-  _globals['_REMOVEREQUEST']._serialized_end=822
-  _globals['_REMOVERESPONSE']._serialized_start=824
-  _globals['_REMOVERESPONSE']._serialized_end=857
-  _globals['_FEATURESERVICE']._serialized_start=860
-  _globals['_FEATURESERVICE']._serialized_end=1323
+  _globals['_ROWQUERY']._serialized_start=284
+  _globals['_ROWQUERY']._serialized_end=431
+  _globals['_MULTIGETREQUEST']._serialized_start=433
+  _globals['_MULTIGETREQUEST']._serialized_end=490
+  _globals['_MULTIGETRESPONSE']._serialized_start=492
+  _globals['_MULTIGETRESPONSE']._serialized_end=548
+  _globals['_GETTENSORREQUEST']._serialized_start=550
+  _globals['_GETTENSORREQUEST']._serialized_end=630
+  _globals['_PUTREQUEST']._serialized_start=633
+  _globals['_PUTREQUEST']._serialized_end=776
+  _globals['_PUTRESPONSE']._serialized_start=778
+  _globals['_PUTRESPONSE']._serialized_end=808
+  _globals['_REMOVEREQUEST']._serialized_start=810
+  _globals['_REMOVEREQUEST']._serialized_end=866
+  _globals['_REMOVERESPONSE']._serialized_start=868
+  _globals['_REMOVERESPONSE']._serialized_end=901
+  _globals['_FEATURESERVICE']._serialized_start=904
+  _globals['_FEATURESERVICE']._serialized_end=1367
 # @@protoc_insertion_point(module_scope)

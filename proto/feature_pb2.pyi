@@ -32,14 +32,16 @@ class GetTensorSizeResponse(_message.Message):
     def __init__(self, found: _Optional[bool] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RowQuery(_message.Message):
-    __slots__ = ("group", "attr_names", "index")
+    __slots__ = ("group", "attr_names", "index", "edge_group")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     ATTR_NAMES_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
+    EDGE_GROUP_FIELD_NUMBER: _ClassVar[int]
     group: _common_pb2.NodeType
     attr_names: _containers.RepeatedScalarFieldContainer[str]
     index: _common_pb2.Tensor
-    def __init__(self, group: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., attr_names: _Optional[_Iterable[str]] = ..., index: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
+    edge_group: _common_pb2.EdgeType
+    def __init__(self, group: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., attr_names: _Optional[_Iterable[str]] = ..., index: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., edge_group: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ...) -> None: ...
 
 class MultiGetRequest(_message.Message):
     __slots__ = ("queries",)

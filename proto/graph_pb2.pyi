@@ -214,18 +214,20 @@ class SampledEdges(_message.Message):
     def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., edge: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
 
 class NodeRows(_message.Message):
-    __slots__ = ("node_type", "ids", "attr_names", "rows", "positions")
+    __slots__ = ("node_type", "ids", "attr_names", "rows", "positions", "edge_group")
     NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     ATTR_NAMES_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    EDGE_GROUP_FIELD_NUMBER: _ClassVar[int]
     node_type: _common_pb2.NodeType
     ids: _common_pb2.Tensor
     attr_names: _containers.RepeatedScalarFieldContainer[str]
     rows: _containers.RepeatedCompositeFieldContainer[_common_pb2.Tensor]
     positions: _common_pb2.Tensor
-    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., attr_names: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[_common_pb2.Tensor, _Mapping]]] = ..., positions: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
+    edge_group: _common_pb2.EdgeType
+    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., attr_names: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[_common_pb2.Tensor, _Mapping]]] = ..., positions: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., edge_group: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ...) -> None: ...
 
 class BulkTicket(_message.Message):
     __slots__ = ("ticket", "port", "size")

@@ -29,16 +29,19 @@ from .codec import (
     describe,
     edge_type_from_proto,
     edge_type_to_proto,
+    group_from_proto,
     ids_from_proto,
     ids_to_proto,
     node_type_from_proto,
     node_type_to_proto,
     optional_tensor_from_proto,
     optional_tensor_to_proto,
+    set_group,
     tensor_from_proto,
     tensor_to_proto,
 )
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.graph_types import is_edge_group
 from gnnstore.common.temporal import TEMPORAL_STRATEGIES, TemporalOptions
 from .reply_segment import ArrayWriter
 
@@ -373,18 +376,20 @@ def distinct_in_order(ids: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class NodeRows:
-    """Feature rows that travelled with a sample, for one node type.
+    """Feature rows that travelled with a sample, for one node type or the sampled edges of one
+    edge type.
 
     Attributes:
-        node_type: the node type (``None`` for a homogeneous graph).
-        ids: global ids, distinct, in order of first appearance in the sample's node list.
+        group: the node type (``None`` for a homogeneous graph), or for edge attributes the
+            edge type (``(None, None)`` for a homogeneous graph's edges).
+        ids: global ids, distinct, in order of first appearance in the sample's node (or edge) list.
         rows: attr name → rows, row ``i`` belonging to ``ids[i]``.
         positions: ``None``, or the rows are *aligned*: ``ids[i]`` is node list entry
             ``positions[i]`` (ids repeat where the node list does), each tensor holds a row per
             node list entry, and only the rows at ``positions`` were written.
     """
 
-    node_type: NodeType | None
+    group: object
     ids: Tensor
     rows: dict[str, Tensor]
     positions: Tensor | None = None
@@ -400,7 +405,7 @@ class NodeRows:
         """The same rows, one per id (aligned rows gathered out of their positions)."""
         if self.positions is None:
             return self
-        return NodeRows(self.node_type, self.ids, {n: r[self.positions] for n, r in self.rows.items()})
+        return NodeRows(self.group, self.ids, {n: r[self.positions] for n, r in self.rows.items()})
 
 
 @dataclass(frozen=True)
@@ -470,28 +475,28 @@ def feature_request_from_proto(request: graph_pb2.FeatureRequest) -> RowRequest:
 
 
 def node_rows_to_proto(rows: NodeRows, segment: ArrayWriter | None = None) -> graph_pb2.NodeRows:
-    """Encode the rows of one node type (in ``segment`` when given)."""
+    """Encode the rows of one group (in ``segment`` when given)."""
     message = graph_pb2.NodeRows(
-        node_type=node_type_to_proto(rows.node_type),
         ids=ids_to_proto(rows.ids, segment),
         attr_names=[attr_name_to_wire(name) for name in rows.rows],
         rows=[tensor_to_proto(t, segment) for t in rows.rows.values()],
     )
+    set_group(message, rows.group, "node_type")
     if rows.positions is not None:
         message.positions.CopyFrom(ids_to_proto(rows.positions, segment))
     return message
 
 
 def node_rows_from_proto(message: graph_pb2.NodeRows, shared: memoryview | None = None) -> NodeRows:
-    """Decode the rows of one node type (``shared``: the reply segment's bytes, if offered;
+    """Decode the rows of one group (``shared``: the reply segment's bytes, if offered;
     rows there decode as views of it).
 
     Raises:
         InvalidRequestError: names and tensors do not pair up, row counts differ from ids (from
             the node list for aligned rows), or positions outside it.
     """
-    node_type = node_type_from_proto(message.node_type)
-    where = f"feature rows of {describe(node_type)}"
+    group = group_from_proto(message, "node_type")
+    where = f"feature rows of {describe(group)}"
     ids = ids_from_proto(message.ids, f"{where}: ids", shared)
     positions = None
     if message.HasField("positions"):
@@ -519,4 +524,6 @@ def node_rows_from_proto(message: graph_pb2.NodeRows, shared: memoryview | None 
             raise InvalidRequestError(
                 f"{where}: attr {name!r} has {list(tensor.shape)} rows for {ids.numel()} ids"
             )
-    return NodeRows(node_type, ids, rows, positions)
+    if positions is not None and is_edge_group(group):
+        raise InvalidRequestError(f"{where}: edge rows are never aligned")
+    return NodeRows(group, ids, rows, positions)

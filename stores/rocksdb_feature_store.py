@@ -1,4 +1,7 @@
-"""PyG FeatureStore over RocksDB: one fixed-width row per (node type, attr, global id).
+"""PyG FeatureStore over RocksDB: one fixed-width row per (group, attr, global id).
+
+A group is a node type, or for edge attributes an edge type (``(None, None)`` when homogeneous)
+whose rows are indexed by edge id.
 
 Layout (raw-mode rocksdict, all integers big-endian so byte order is numeric order):
 
@@ -174,10 +177,15 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
         ]
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
-        """One fresh ``TensorAttr`` per stored (group_name, attr_name), with ``index=None``."""
+        """One fresh ``TensorAttr`` per stored node attribute, with ``index=None``.
+
+        Edge attributes are left out, as PyG's ``Data`` and ``HeteroData`` leave them out: PyG's
+        loaders read every listed attribute at the batch's node ids (``tensor_schema()`` lists
+        them all).
+        """
         return [
             TensorAttr(group_name=s.group_name, attr_name=s.attr_name, index=None)
-            for s in self.tensor_schema()
+            for s in self.tensor_schema() if not s.is_edge
         ]
 
     # ---- PyG hooks -------------------------------------------------------------------------

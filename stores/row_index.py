@@ -6,25 +6,29 @@ import torch
 from torch import Tensor
 
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.graph_types import HOMOGENEOUS_EDGE_GROUP
 
-GroupName = str | tuple[str, str, str] | None
+GroupName = str | tuple[str, str, str] | tuple[None, None] | None
 
 
 def check_group_name(group: object) -> GroupName:
-    """Return ``group`` if it is a node type (str), an edge type (3 str) or None (homogeneous).
+    """Return ``group`` if it is a node type (str), an edge type (3 str), None (homogeneous)
+    or ``(None, None)`` (a homogeneous graph's edge attributes, as PyG's ``LocalFeatureStore``).
 
     Raises:
         InvalidRequestError: anything else, including ``''`` (use ``None`` for homogeneous).
     """
     if group is None or (isinstance(group, str) and group):
         return group
+    if isinstance(group, (tuple, list)) and tuple(group) == HOMOGENEOUS_EDGE_GROUP:
+        return HOMOGENEOUS_EDGE_GROUP
     if isinstance(group, (tuple, list)) and len(group) == 3 and all(
         isinstance(part, str) and part for part in group
     ):
         return tuple(group)
     raise InvalidRequestError(
-        f"group_name must be a node type (non-empty str), an edge type (3 str) or None for a "
-        f"homogeneous graph, got {group!r}"
+        f"group_name must be a node type (non-empty str), an edge type (3 str), None for a "
+        f"homogeneous graph or (None, None) for its edges, got {group!r}"
     )
 
 

@@ -1,0 +1,140 @@
+"""Edge features through the server: ingested from PyG objects, stored by edge id, and added to
+every batch by ``EdgeFeatures`` from the rows that rode with its sample."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.loader import LinkNeighborLoader, NodeLoader
+
+from gnnstore.client import EdgeFeatures, Prefetcher, RemoteNeighborSampler, connect
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from served import ServerProcess, requests_made, serve_graph
+
+N, E = 300, 3000
+MULTIGET = "/gnnstore.v1.FeatureService/MultiGet"
+
+
+def _homogeneous() -> Data:
+    g = torch.Generator().manual_seed(5)
+    return Data(
+        x=torch.randn(N, 4, generator=g),
+        edge_index=torch.randint(0, N, (2, E), generator=g),
+        edge_attr=torch.randn(E, 3, generator=g),
+        edge_weight=torch.rand(E, generator=g),
+    )
+
+
+def _heterogeneous() -> HeteroData:
+    g = torch.Generator().manual_seed(6)
+    data = HeteroData()
+    data["user"].x = torch.randn(100, 4, generator=g)
+    data["item"].x = torch.randn(80, 2, generator=g)
+    data["user", "buys", "item"].edge_index = torch.stack(
+        [torch.randint(0, 100, (900,), generator=g), torch.randint(0, 80, (900,), generator=g)])
+    data["user", "buys", "item"].edge_attr = torch.arange(900 * 2, dtype=torch.float32).view(900, 2)
+    data["item", "rev_buys", "user"].edge_index = data["user", "buys", "item"].edge_index.flip(0)
+    data["item", "rev_buys", "user"].edge_attr = -torch.arange(900, dtype=torch.int64)
+    data["user", "knows", "user"].edge_index = torch.randint(0, 100, (2, 400), generator=g)  # no edge attrs
+    return data
+
+
+@pytest.fixture(scope="module")
+def homo() -> Data:
+    return _homogeneous()
+
+
+@pytest.fixture(scope="module")
+def hetero() -> HeteroData:
+    return _heterogeneous()
+
+
+@pytest.fixture(scope="module")
+def homo_server(homo: Data, tmp_path_factory: pytest.TempPathFactory) -> ServerProcess:
+    with serve_graph(homo, tmp_path_factory.mktemp("edge-homo")) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def hetero_server(hetero: HeteroData, tmp_path_factory: pytest.TempPathFactory) -> ServerProcess:
+    with serve_graph(hetero, tmp_path_factory.mktemp("edge-hetero")) as process:
+        yield process
+
+
+def test_edge_attributes_are_stored_by_edge_id_and_listed_apart_from_node_attributes(
+    homo_server: ServerProcess, homo: Data
+) -> None:
+    fs, _ = connect(homo_server.address)
+    edge_schema = {s.attr_name: s for s in fs.schema() if s.is_edge}
+    assert {n: (s.group_name, s.shape) for n, s in edge_schema.items()} == {
+        "edge_attr": ((None, None), (E, 3)), "edge_weight": ((None, None), (E,))}
+    assert {(a.group_name, a.attr_name) for a in fs.get_all_tensor_attrs()} == {(None, "x")}  # as PyG's Data lists
+    assert torch.equal(fs[(None, None), "edge_attr", None], homo.edge_attr)
+    ids = torch.tensor([7, 0, 7, E - 1])
+    assert torch.equal(fs.get_tensor(group_name=(None, None), attr_name="edge_weight", index=ids), homo.edge_weight[ids])
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 20_000])
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_every_homogeneous_batch_carries_the_rows_of_its_e_id_in_the_sampling_reply(
+    homo_server: ServerProcess, homo: Data, cache_bytes: int, prefetch: bool
+) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=cache_bytes)
+    sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(N), batch_size=40,
+                        transform=EdgeFeatures(fs))
+    before = requests_made(homo_server.address, MULTIGET)
+    batches = list(Prefetcher(loader, depth=2) if prefetch else loader)
+    assert len(batches) == (N + 39) // 40
+    for batch in batches:
+        assert batch.e_id.numel() > 0
+        assert torch.equal(batch.edge_attr, homo.edge_attr[batch.e_id])
+        assert torch.equal(batch.edge_weight, homo.edge_weight[batch.e_id])
+        assert torch.equal(batch.x, homo.x[batch.n_id])
+    assert requests_made(homo_server.address, MULTIGET) == before  # every row rode with its sample
+
+
+def test_heterogeneous_batches_carry_each_edge_types_rows_and_links_too(
+    hetero_server: ServerProcess, hetero: HeteroData
+) -> None:
+    fs, gs = connect(hetero_server.address, cache_bytes=10_000)
+    sampler = RemoteNeighborSampler(fs, [4, 2], feature_store=fs)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes="user", batch_size=32,
+                        transform=EdgeFeatures(fs, ["edge_attr"]))
+    for batch in loader:
+        for et in (("user", "buys", "item"), ("item", "rev_buys", "user")):
+            assert torch.equal(batch[et].edge_attr, hetero[et].edge_attr[batch[et].e_id])
+        assert "edge_attr" not in batch["user", "knows", "user"]
+        assert batch["user", "knows", "user"].e_id.numel() > 0
+
+    links = LinkNeighborLoader((fs, gs), [3, 2], edge_label_index=(("user", "buys", "item"), None),
+                               batch_size=64, neg_sampling_ratio=1.0,
+                               neighbor_sampler=RemoteNeighborSampler(fs, [3, 2], feature_store=fs),
+                               transform=EdgeFeatures(fs))
+    for batch in links:
+        et = ("user", "buys", "item")
+        assert torch.equal(batch[et].edge_attr, hetero[et].edge_attr[batch[et].e_id])
+
+
+def test_without_rows_from_the_sample_edge_features_are_read_by_e_id(
+    homo_server: ServerProcess, homo: Data
+) -> None:
+    fs, gs = connect(homo_server.address)
+    sampler = RemoteNeighborSampler(fs, [4], disjoint=True)  # no feature_store: nothing rides along
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(60), batch_size=30,
+                        transform=EdgeFeatures(fs, ["edge_weight"]))
+    for batch in loader:
+        assert torch.equal(batch.edge_weight, homo.edge_weight[batch.e_id])
+        assert torch.equal(batch.x, homo.x[batch.n_id])
+
+
+def test_edge_features_refuses_unknown_names(homo_server: ServerProcess) -> None:
+    fs, _ = connect(homo_server.address)
+    with pytest.raises(NotFoundError, match=r"\['nope'\].*stored: \['edge_attr', 'edge_weight'\]"):
+        EdgeFeatures(fs, ["nope"])
+    with pytest.raises(InvalidRequestError, match="non-empty str"):
+        EdgeFeatures(fs, [""])
+    with pytest.raises(InvalidRequestError, match="batch.e_id"):
+        EdgeFeatures(fs)(Data(x=torch.zeros(2, 1)))
