@@ -235,7 +235,8 @@ def planetoid_command(raw_dir: Path, name: str, target: Target, skip_if_done: bo
               help="Node file (CSV/Parquet) with a key column, optional y and *_mask columns, "
                    "other columns are features. Repeat once per node type.")
 @click.option("--edges", "edge_specs", multiple=True, metavar="[SRC,REL,DST=]PATH",
-              help="Edge file (CSV/Parquet) with src and dst key columns. Repeat per edge type.")
+              help="Edge file (CSV/Parquet) with src and dst key columns; other columns become its "
+              "edge_attr (float32). Repeat per edge type.")
 @click.option("--features", "feature_specs", multiple=True, metavar="[TYPE=]PATH",
               help="A .npy feature matrix for a node type, row i = node file row i.")
 @click.option("--key-column", default=KEY_COLUMN, show_default=True,

@@ -9,7 +9,8 @@ Conventions, per node type (``None`` for a homogeneous graph):
 * a ``.npy`` matrix can give ``x`` instead (row i belongs to the node file's row i); given alone,
   without a node file, its rows are the nodes ``0 .. N-1``;
 * an edge file, one per edge type, has columns ``src`` and ``dst`` holding keys of the source
-  and destination node types (other columns are ignored), one edge per row.
+  and destination node types, one edge per row; every other column is an edge feature,
+  stacked in file order into the edge type's ``edge_attr`` (float32, a row per edge).
 
 Every file is read and checked, and every edge resolved to its nodes, before anything is
 written: a malformed file raises ``MalformedFileError`` naming the file, the line (CSV, 1-based,
@@ -124,21 +125,25 @@ def read_graph_files(
         nt: _read_nodes(nt, nodes.get(nt), features.get(nt), key_column, label_column)
         for nt in dict.fromkeys([*nodes, *features])
     }
-    edge_index = {et: _read_edges(et, path, tables) for et, path in edges.items()}
+    edge_lists = {et: _read_edges(et, path, tables) for et, path in edges.items()}
     keys = {nt: table.keys for nt, table in tables.items()}
     if homogeneous:
         table = tables[None]
         data = Data(num_nodes=table.num_nodes, **table.attrs)
-        if None in edge_index:
-            data.edge_index = edge_index[None]
+        if None in edge_lists:
+            data.edge_index, edge_attr = edge_lists[None]
+            if edge_attr is not None:
+                data.edge_attr = edge_attr
         return data, keys
     data = HeteroData()
     for nt, table in tables.items():
         data[nt].num_nodes = table.num_nodes
         for name, tensor in table.attrs.items():
             data[nt][name] = tensor
-    for et, index in edge_index.items():
+    for et, (index, edge_attr) in edge_lists.items():
         data[et].edge_index = index
+        if edge_attr is not None:
+            data[et].edge_attr = edge_attr
     return data, keys
 
 
@@ -236,21 +241,21 @@ def _keys(column: pa.ChunkedArray, path: Path, name: str) -> np.ndarray:
 
 def _read_edges(
     edge_type: EdgeType | None, path: Path, tables: dict[NodeType | None, _Nodes]
-) -> Tensor:
-    """``[2, E]`` local positions of the edges in ``path``."""
+) -> tuple[Tensor, Tensor | None]:
+    """``[2, E]`` local positions of the edges in ``path``, and their features ``[E, k]`` from
+    the other columns (``None`` without any)."""
     ends = (None, None) if edge_type is None else (edge_type[0], edge_type[-1])
     for node_type in ends:
         if node_type not in tables:
             raise InvalidRequestError(
                 f"edge type {edge_type!r} ({path}): node type {node_type!r} has no node file"
             )
-    extra = [c for c in read_header(path) if c not in (SRC_COLUMN, DST_COLUMN)]
-    if extra:
-        logger.info("%s: columns %s are not ingested", path, extra)
-    types = {
+    feature_columns = [c for c in read_header(path) if c not in (SRC_COLUMN, DST_COLUMN)]
+    types: dict[str, pa.DataType | None] = {
         column: pa.int64() if tables[nt].int_keys() else pa.string()
         for column, nt in zip((SRC_COLUMN, DST_COLUMN), ends)
     }
+    types.update(dict.fromkeys(feature_columns, pa.float32()))
     table = read_table(path, types)
     rows = []
     for column, node_type in zip((SRC_COLUMN, DST_COLUMN), ends):
@@ -263,8 +268,11 @@ def _read_edges(
                 f"is not a node of type {node_type!r} (not in {tables[node_type].source})"
             )
         rows.append(local.astype(np.int64))
-    logger.info("edge type %r: %d edges from %s", edge_type, len(rows[0]), path)
-    return torch.from_numpy(np.stack(rows))
+    edge_attr = None
+    if feature_columns:
+        edge_attr = torch.from_numpy(np.stack([table.column(c).to_numpy() for c in feature_columns], 1))
+    logger.info("edge type %r: %d edges from %s, features %s", edge_type, len(rows[0]), path, feature_columns)
+    return torch.from_numpy(np.stack(rows)), edge_attr
 
 
 def _plain(value: object) -> object:

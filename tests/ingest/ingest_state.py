@@ -14,8 +14,9 @@ def stored_edges(graph_store, edge_type) -> tuple[torch.Tensor, torch.Tensor]:
 def store_state(stores) -> dict:
     """Everything the stores hold, for before/after comparisons."""
     state = {"features": {}, "edges": {}, "ids": {}}
-    for attr in stores.feature_store.get_all_tensor_attrs():
-        state["features"][(attr.group_name, attr.attr_name)] = stores.feature_store.get_tensor(attr)
+    for s in stores.feature_store.tensor_schema():  # node and edge attributes
+        state["features"][(s.group_name, s.attr_name)] = stores.feature_store.get_tensor(
+            group_name=s.group_name, attr_name=s.attr_name, index=None)
     for attr in stores.graph_store.get_all_edge_attrs():
         state["edges"][attr.edge_type] = (stored_edges(stores.graph_store, attr.edge_type)[0], attr.size)
     for node_type in stores.id_map.node_types():

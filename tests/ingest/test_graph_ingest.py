@@ -78,6 +78,28 @@ def test_re_ingest_keeps_ids_and_does_not_duplicate_edges(tmp_path):
     assert counts == {et: data[et].edge_index.size(1) for et in data.edge_types}
 
 
+def test_edge_attributes_are_stored_by_edge_id_and_replaced_with_their_edge_type(tmp_path):
+    edge_index = torch.tensor([[0, 1, 2, 2], [1, 2, 0, 1]])
+    data = Data(x=torch.zeros(3, 1), edge_index=edge_index, edge_attr=torch.arange(8.0).view(4, 2),
+                edge_weight=torch.tensor([0.1, 0.2, 0.3, 0.4]), edge_label_index=torch.tensor([[0], [2]]))
+    with open_stores(tmp_path) as stores:
+        ingest_graph(data, stores)
+        fs = stores.feature_store
+        assert torch.equal(fs.get_tensor((None, None), "edge_attr", None), data.edge_attr)
+        assert torch.equal(fs.get_tensor((None, None), "edge_weight", torch.tensor([3, 0])), torch.tensor([0.4, 0.1]))
+        assert {s.attr_name for s in fs.tensor_schema() if s.is_edge} == {"edge_attr", "edge_weight"}
+        # the edge type again, now without weights: its new edge ids must not read the old rows
+        again = Data(x=torch.zeros(3, 1), edge_index=edge_index.flip(1), edge_attr=data.edge_attr.flip(0))
+        ingest_graph(again, stores)
+        assert {s.attr_name for s in fs.tensor_schema() if s.is_edge} == {"edge_attr"}
+        assert torch.equal(fs.get_tensor((None, None), "edge_attr", None), data.edge_attr.flip(0))
+        bad = Data(x=torch.zeros(3, 1), edge_index=edge_index, edge_attr=torch.zeros(4, dtype=torch.uint16))
+        before = store_state(stores)
+        with pytest.raises(InvalidRequestError, match="attr 'edge_attr' has dtype torch.uint16"):
+            ingest_graph(bad, stores)
+        assert_same_state(before, store_state(stores))
+
+
 def test_new_keys_update_known_rows_and_append_new_ones(tmp_path):
     with open_stores(tmp_path) as stores:
         ingest_graph(Data(x=torch.tensor([[1.0], [2.0], [3.0]]), num_nodes=3), stores,
