@@ -76,12 +76,14 @@ def test_edge_attributes_are_stored_by_edge_id_and_listed_apart_from_node_attrib
     assert torch.equal(fs.get_tensor(group_name=(None, None), attr_name="edge_weight", index=ids), homo.edge_weight[ids])
 
 
-@pytest.mark.parametrize("cache_bytes", [0, 20_000])
-@pytest.mark.parametrize("prefetch", [False, True])
+@pytest.mark.parametrize("cache_bytes, prefetch, shared_memory", [
+    (0, False, True), (20_000, False, True), (0, True, True), (20_000, True, True),
+    (20_000, True, False),  # the rows in the reply's payload instead of a shared-memory segment
+])
 def test_every_homogeneous_batch_carries_the_rows_of_its_e_id_in_the_sampling_reply(
-    homo_server: ServerProcess, homo: Data, cache_bytes: int, prefetch: bool
+    homo_server: ServerProcess, homo: Data, cache_bytes: int, prefetch: bool, shared_memory: bool
 ) -> None:
-    fs, gs = connect(homo_server.address, cache_bytes=cache_bytes)
+    fs, gs = connect(homo_server.address, cache_bytes=cache_bytes, shared_memory=shared_memory)
     sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs)
     loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(N), batch_size=40,
                         transform=EdgeFeatures(fs))

@@ -116,3 +116,19 @@ def test_attr_name_none_travels_as_the_empty_string() -> None:
     for bad in ("", 3):
         with pytest.raises(InvalidRequestError, match="attr_name must be a non-empty str or None"):
             codec.attr_key_to_proto("paper", bad)
+
+
+@pytest.mark.parametrize("group", [None, "paper", ("a", "to", "b"), (None, None)])
+def test_feature_groups_round_trip_node_types_and_edge_groups(group: object) -> None:
+    key = codec.attr_key_to_proto(group, "edge_attr")
+    assert key.HasField("edge_group") == isinstance(group, tuple)
+    assert codec.attr_key_from_proto(key) == (group, "edge_attr")
+
+
+def test_a_group_with_both_a_node_type_and_an_edge_type_is_refused() -> None:
+    key = codec.attr_key_to_proto(("a", "to", "b"), "w")
+    key.group.CopyFrom(NodeType(name="a"))
+    with pytest.raises(InvalidRequestError, match="a node type or an edge type, not both"):
+        codec.attr_key_from_proto(key)
+    with pytest.raises(InvalidRequestError, match="feature group"):
+        codec.attr_key_to_proto(("a", "b"), "w")

@@ -134,6 +134,15 @@ def test_node_rows_with_a_row_count_off_name_the_node_type_and_attr() -> None:
         sample_codec.node_rows_from_proto(message)
 
 
+def test_edge_rows_round_trip_and_are_never_aligned() -> None:
+    rows = sample_codec.NodeRows((None, None), torch.tensor([4, 2]), {"edge_attr": torch.ones(2, 3)})
+    back = sample_codec.node_rows_from_proto(sample_codec.node_rows_to_proto(rows))
+    assert back.group == (None, None) and torch.equal(back.rows["edge_attr"], torch.ones(2, 3))
+    aligned = sample_codec.NodeRows(("a", "to", "b"), torch.tensor([4]), {"w": torch.ones(2)}, torch.tensor([1]))
+    with pytest.raises(InvalidRequestError, match="edge rows are never aligned"):
+        sample_codec.node_rows_from_proto(sample_codec.node_rows_to_proto(aligned))
+
+
 def test_distinct_in_order_keeps_first_appearances() -> None:
     assert sample_codec.distinct_in_order(np.array([5, 1, 9])).tolist() == [5, 1, 9]
     assert sample_codec.distinct_in_order(np.array([5, 1, 5, 0, 1, 7])).tolist() == [5, 1, 0, 7]
