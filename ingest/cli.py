@@ -360,6 +360,7 @@ def attach_neo4j_command(
       from = "User"
       type = "FOLLOWS"
       to = "User"
+      features = { edge_attr = "weight" }   # optional: edge features
     """
     spec = read_spec(spec_path)
     source = resolve_target(DEFAULT_DATA_DIR, os.environ, graph_backend="neo4j", neo4j_uri=neo4j_uri,

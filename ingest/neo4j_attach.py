@@ -16,6 +16,7 @@ types as PyG edge types ``(from_label, TYPE, to_label)``::
     from = "User"
     type = "BOUGHT"
     to = "Item"
+    features = { edge_attr = "rating" }      # optional: relationship properties, by edge id
 
 Everything is read in one read transaction (the user's database is never written; a reader's
 credentials are enough) and then ingested as one heterogeneous graph whose node types are the
@@ -23,7 +24,8 @@ labels: the id map gives each key a dense id (known keys keep theirs on a later 
 features go to RocksDB and the topology to Kùzu in the data directory, which ``gnnstore serve``
 then serves (snapshot sampling). Neo4j values map to dtypes as ``DTYPE_OF`` says; a value that
 does not fit (a string, a map, a list of the wrong length, a missing property) is an error
-naming the label, the property and the node's key, raised before anything is written.
+naming the label, the property and the node's key (for a relationship property: the type and
+both ends' keys), raised before anything is written.
 
 A later attach reads the graph again: new nodes get new ids, relationships are replaced, and
 nodes no longer there are reported; their ids stay taken and their rows stay, without edges.
@@ -33,7 +35,7 @@ from __future__ import annotations
 import logging
 import tomllib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,10 +82,12 @@ class LabelSpec:
 
 @dataclass(frozen=True)
 class AttachSpec:
-    """What to read: labels by name, relationship types as edge types."""
+    """What to read: labels by name, relationship types as edge types, and the relationship
+    properties to serve as edge features (edge type -> feature name -> property name)."""
 
     labels: dict[str, LabelSpec]
     relationships: list[EdgeType]
+    relationship_features: dict[EdgeType, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -144,11 +148,17 @@ def read_spec(path: Path) -> AttachSpec:
         labels[label] = LabelSpec(label, key, dict(features))
     if not labels:
         raise MalformedFileError(f"attach spec {path}: no [labels.NAME] entry; name at least one label")
-    relationships = []
+    relationships, relationship_features = [], {}
     for i, entry in enumerate(raw.get("relationships", [])):
         where = f"{path}: relationships[{i}]"
-        if not isinstance(entry, dict) or set(entry) != {"from", "type", "to"} or not all(map(_name, entry.values())):
-            raise MalformedFileError(f"attach spec {where}: needs exactly from, type and to (non-empty names)")
+        ends = {k: v for k, v in entry.items() if k != "features"} if isinstance(entry, dict) else {}
+        if set(ends) != {"from", "type", "to"} or not all(map(_name, ends.values())):
+            raise MalformedFileError(
+                f"attach spec {where}: needs exactly from, type and to (non-empty names), and optionally features"
+            )
+        features = _table(entry.get("features", {}), f"{where} features")
+        if not all(_name(k) and _name(v) for k, v in features.items()):
+            raise MalformedFileError(f"attach spec {where}: features must map names to non-empty property names")
         for end in ("from", "to"):
             if entry[end] not in labels:
                 raise MalformedFileError(
@@ -158,7 +168,9 @@ def read_spec(path: Path) -> AttachSpec:
         if edge_type in relationships:
             raise MalformedFileError(f"attach spec {where}: {edge_type} is given twice")
         relationships.append(edge_type)
-    return AttachSpec(labels, relationships)
+        if features:
+            relationship_features[edge_type] = dict(features)
+    return AttachSpec(labels, relationships, relationship_features)
 
 
 def attach_neo4j(
@@ -239,25 +251,32 @@ def _read_graph(
         keys[label] = _keys(label, entry.key, key_list)
         data[label].num_nodes = len(key_list)
         for (name, prop), column in zip(entry.features.items(), columns):
-            data[label][name] = _feature(label, prop, column, keys[label])
+            data[label][name] = _feature(
+                f"label {label!r}", prop, column, lambda i, k=keys[label]: f"node {k[i]!r}"
+            )
         report.nodes[label] = len(key_list)
     for edge_type in spec.relationships:
         src, rel, dst = edge_type
+        features = spec.relationship_features.get(edge_type, {})
+        props = ", ".join(f"r.{_quote(p)}" for p in features.values())
         # One record per source node with its targets' keys in a list: the driver decodes a list
         # far faster than as many records. The subquery collects per node, so Neo4j streams the
         # records instead of grouping every relationship in memory first.
         rows = tx.run(
-            f"MATCH (a:{_quote(src)}) CALL {{ WITH a MATCH (a)-[:{_quote(rel)}]->(b:{_quote(dst)}) "
-            f"RETURN collect({_key(spec.labels[dst].key, 'b')}) AS d }} "
-            f"RETURN {_key(spec.labels[src].key, 'a')} AS s, d"
+            f"MATCH (a:{_quote(src)}) CALL {{ WITH a MATCH (a)-[r:{_quote(rel)}]->(b:{_quote(dst)}) "
+            f"RETURN collect({_key(spec.labels[dst].key, 'b')}) AS d, collect([{props}]) AS p }} "
+            f"RETURN {_key(spec.labels[src].key, 'a')} AS s, d, p"
         )
-        sources, degrees, targets = [], [], []
+        sources, degrees, targets, columns = [], [], [], [[] for _ in features]
         with tqdm(desc=",".join(edge_type), unit="edges", unit_scale=True, disable=not progress) as bar:
             for record in rows:
                 found = record["d"]
                 sources.append(record["s"])
                 degrees.append(len(found))
                 targets.extend(found)
+                for values in record["p"] if features else ():
+                    for column, value in zip(columns, values):
+                        column.append(value)
                 bar.update(len(found))
         row = np.repeat(pd.Index(keys[src]).get_indexer(sources), degrees)
         col = pd.Index(keys[dst]).get_indexer(targets)
@@ -267,6 +286,12 @@ def _read_graph(
                 "when the nodes were read (was the graph written to during the attach?); run it again"
             )
         data[edge_type].edge_index = torch.from_numpy(np.stack([row, col])).long().reshape(2, -1)
+        ends = np.repeat(np.asarray(sources, dtype=object), degrees)
+        for (name, prop), column in zip(features.items(), columns):
+            data[edge_type][name] = _feature(
+                f"relationship type {rel!r} ({src} -> {dst})", prop, column,
+                lambda i: f"relationship {ends[i]!r} -> {targets[i]!r}", "relationship",
+            )
         report.edges[edge_type] = len(targets)
     return data, keys, report
 
@@ -295,31 +320,41 @@ def _keys(label: str, key: str | None, values: list[Any]) -> np.ndarray:
     return array
 
 
-def _feature(label: str, prop: str, values: list[Any], keys: np.ndarray) -> Tensor:
-    """One property of every node as a tensor (see ``DTYPE_OF``).
+def _feature(owner: str, prop: str, values: list[Any], item: Callable[[int], str], kind: str = "node") -> Tensor:
+    """One property of every node (or relationship) as a tensor (see ``DTYPE_OF``).
+
+    Args:
+        owner: the label or relationship type, as messages name it.
+        item: names the node (relationship) of ``values[i]`` in a message.
+        kind: ``"node"`` or ``"relationship"``.
 
     Raises:
-        InvalidRequestError: a value that does not fit, naming label, property and node key.
+        InvalidRequestError: a value that does not fit, naming owner, property and item.
     """
     def fail(i: int, why: str) -> InvalidRequestError:
-        return InvalidRequestError(f"label {label!r}, property {prop!r}, node {keys[i]!r}: {why}")
+        return InvalidRequestError(f"{owner}, property {prop!r}, {item(i)}: {why}")
 
-    # The nodes' order is Neo4j's: the odd one out is the value unlike most others, not the first.
+    def describe(value: Any) -> str:
+        if value is None:
+            return f"no value (every {kind} of the {'label' if kind == 'node' else 'type'} needs the property)"
+        return _describe(value)
+
+    # The order is Neo4j's: the odd one out is the value unlike most others, not the first.
     lists = sum(isinstance(v, list) for v in values)
-    if 2 * lists >= len(values):
+    if values and 2 * lists >= len(values):
         width = Counter(len(v) for v in values if isinstance(v, list)).most_common(1)[0][0]
         for i, v in enumerate(values):
             if not isinstance(v, list):
-                raise fail(i, f"{_describe(v)} where the other nodes have lists")
+                raise fail(i, f"{describe(v)} where the other {kind}s have lists")
             if len(v) != width:
-                raise fail(i, f"a list of {len(v)} values where the other nodes have {width}")
+                raise fail(i, f"a list of {len(v)} values where the other {kind}s have {width}")
         flat = [x for v in values for x in v]
-        return _typed(flat, lambda j: fail(j // max(width, 1), f"a list holding {_describe(flat[j])}")).reshape(
+        return _typed(flat, lambda j: fail(j // max(width, 1), f"a list holding {describe(flat[j])}")).reshape(
             len(values), width)
     for i, v in enumerate(values):
         if isinstance(v, list):
-            raise fail(i, "a list where the other nodes have single values")
-    return _typed(values, lambda i: fail(i, _describe(values[i])))
+            raise fail(i, f"a list where the other {kind}s have single values")
+    return _typed(values, lambda i: fail(i, describe(values[i])))
 
 
 def _typed(values: list[Any], fail: Any) -> Tensor:
@@ -338,8 +373,6 @@ def _typed(values: list[Any], fail: Any) -> Tensor:
 
 
 def _describe(value: Any) -> str:
-    if value is None:
-        return "no value (every node of the label needs the property)"
     return f"a {_neo4j_type(value)} value, which cannot be a feature (numbers, booleans and lists of them can)"
 
 

@@ -21,6 +21,7 @@ features = { x = "v" }
 from = "User"
 type = "FOLLOWS"
 to = "User"
+features = { edge_attr = "since" }
 
 [[relationships]]
 from = "Odd `Label`"
@@ -36,6 +37,7 @@ def test_a_spec_reads_as_labels_and_edge_types(tmp_path: Path) -> None:
     assert spec.labels["User"] == LabelSpec("User", "uid", {"x": "embedding", "y": "segment"})
     assert spec.labels["Odd `Label`"].key is None  # Neo4j's element id
     assert spec.relationships == [("User", "FOLLOWS", "User"), ("Odd `Label`", "TAGS", "User")]
+    assert spec.relationship_features == {("User", "FOLLOWS", "User"): {"edge_attr": "since"}}
 
 
 @pytest.mark.parametrize("text, message", [
@@ -47,6 +49,8 @@ def test_a_spec_reads_as_labels_and_edge_types(tmp_path: Path) -> None:
     ("[labels.User]\nfeatures = { x = 'v' }\ncolour = 1\n", r"unknown entries \['colour'\]"),
     ("[labels.User]\nfeatures = { x = 'v' }\n[[relationships]]\nfrom = 'User'\ntype = 'R'\n",
      r"relationships\[0\]: needs exactly from, type and to"),
+    ("[labels.User]\nfeatures = { x = 'v' }\n[[relationships]]\nfrom = 'User'\ntype = 'R'\nto = 'User'\n"
+     "features = { w = '' }\n", r"relationships\[0\]: features must map names to non-empty property names"),
     ("[labels.User]\nfeatures = { x = 'v' }\n[[relationships]]\nfrom = 'User'\ntype = 'R'\nto = 'Item'\n",
      r"to = 'Item' is not among the labels \['User'\]"),
     ("[labels.User]\nfeatures = { x = 'v' }\n" + "[[relationships]]\nfrom = 'User'\ntype = 'R'\nto = 'User'\n" * 2,

@@ -13,7 +13,7 @@ import torch
 from neo4j import GraphDatabase
 from torch_geometric.loader import NodeLoader
 
-from gnnstore.client import RemoteNeighborSampler, connect
+from gnnstore.client import EdgeFeatures, RemoteNeighborSampler, connect
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.ingest.neo4j_attach import read_neo4j_graph, read_spec
 from gnnstore.stores.data_dir import open_stores
@@ -34,6 +34,7 @@ features = { year = "year", score = "score" }
 from = "Person"
 type = "RATED"
 to = "Movie"
+features = { stars = "stars", weights = "w" }
 
 [[relationships]]
 from = "Person"
@@ -79,7 +80,8 @@ def create_user_graph(uri: str, auth: object) -> tuple[list[dict], list[dict]]:
     run(uri, auth, "CREATE (:Tag {name: 'not served'})")
     pairs = [(int(rng.integers(PEOPLE)), int(rng.integers(MOVIES))) for _ in range(80)]
     run(uri, auth, "UNWIND $pairs AS pr MATCH (a:Person {email: pr[0]}), (b:Movie {mid: pr[1]}) "
-        "CREATE (a)-[:RATED {stars: 4}]->(b)", pairs=[[p[i]["email"], m[j]["mid"]] for i, j in pairs])
+        "CREATE (a)-[:RATED {stars: pr[2], w: [pr[2] / 2.0, 1]}]->(b)",
+        pairs=[[p[i]["email"], m[j]["mid"], k % 5 + 1] for k, (i, j) in enumerate(pairs)])
     run(uri, auth, "MATCH (a:Person), (b:Person) WHERE a.age % 7 = b.age % 5 AND a <> b CREATE (a)-[:KNOWS]->(b)")
     run(uri, auth, "MATCH (a:Person), (b:Movie) WHERE a.age % 11 = b.year % 11 CREATE (a)-[:LINKED]->(b)")
     run(uri, auth, "MATCH (a:Person), (b:Movie) WHERE a.age % 13 = b.year % 13 CREATE (b)-[:LINKED]->(a)")
@@ -121,6 +123,15 @@ def assert_attached(data_dir: Path, uri: str, auth: object, p: list[dict], m: li
         assert vip.dtype == torch.bool and vip.tolist() == [r["vip"] for r in p]
         score = fs.get_tensor(group_name="Movie", attr_name="score", index=movie_ids)
         assert score.dtype == torch.float32 and score.tolist() == [float(r["score"]) for r in m]
+        rated = ("Person", "RATED", "Movie")  # relationship properties, a row per edge id
+        row, col = gs.get_edge_index(edge_type=rated, layout="coo")
+        stars = fs.get_tensor(group_name=rated, attr_name="stars", index=None)
+        weights = fs.get_tensor(group_name=rated, attr_name="weights", index=None)
+        assert stars.dtype == torch.int64 and weights.dtype == torch.float32 and weights.shape == (len(row), 2)
+        assert torch.equal(weights, torch.stack([stars / 2.0, torch.ones(len(row))], 1))
+        records = run(uri, auth, "MATCH (a:Person)-[r:RATED]->(b:Movie) RETURN a.email AS s, b.mid AS d, r.stars AS k")
+        assert sorted(zip(ids.to_keys("Person", row), ids.to_keys("Movie", col), stars.tolist())) == sorted(
+            (r["s"], r["d"], r["k"]) for r in records)
         keys = {"Person": "email", "Movie": "mid"}
         for src, rel, dst in [("Person", "RATED", "Movie"), ("Person", "KNOWS", "Person"),
                               ("Person", "LINKED", "Movie"), ("Movie", "LINKED", "Person")]:
@@ -149,7 +160,7 @@ def test_attach_reads_the_users_schema_serves_it_and_picks_up_writes(neo4j_clean
         sampler = RemoteNeighborSampler(fs, {et: [3, 2] for et in [a.edge_type for a in gs.get_all_edge_attrs()]},
                                         feature_store=fs)
         loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=("Person", torch.arange(PEOPLE)),
-                            batch_size=10)
+                            batch_size=10, transform=EdgeFeatures(fs))
         truth = torch.tensor([r["emb"] for r in p])
         with open_stores(data_dir, read_only=True) as stores:
             order = stores.id_map.to_keys("Person", torch.arange(PEOPLE))
@@ -157,11 +168,14 @@ def test_attach_reads_the_users_schema_serves_it_and_picks_up_writes(neo4j_clean
         for batch in loader:
             assert torch.allclose(batch["Person"].x, by_id[batch["Person"].n_id])
             assert batch["Movie"].score.dtype == torch.float32
+            rated = batch["Person", "RATED", "Movie"]
+            assert rated.stars.shape == rated.e_id.shape and rated.weights.shape == (rated.e_id.numel(), 2)
 
     # The user's graph moves on: a new person who rates a movie, a person deleted.
     old_ids = dict(zip([r["email"] for r in p], open_stores_ids(data_dir, [r["email"] for r in p])))
     run(uri, auth, "CREATE (:Person {email: 'new@example.org', age: 40, emb: [1.0, 2.0, 3.0, 4.0], vip: false})")
-    run(uri, auth, "MATCH (a:Person {email: 'new@example.org'}), (b:Movie {mid: 1003}) CREATE (a)-[:RATED]->(b)")
+    run(uri, auth, "MATCH (a:Person {email: 'new@example.org'}), (b:Movie {mid: 1003}) "
+        "CREATE (a)-[:RATED {stars: 5, w: [2.5, 1.0]}]->(b)")
     run(uri, auth, "MATCH (a:Person {email: 'p5@example.org'}) DETACH DELETE a")
     p = [r for r in p if r["email"] != "p5@example.org"]
     p.append({"email": "new@example.org", "age": 40, "emb": [1.0, 2.0, 3.0, 4.0], "vip": False})
@@ -201,6 +215,24 @@ def test_a_value_that_does_not_fit_is_named_and_nothing_is_written(
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "node 'bad@example.org'" in refused.stderr
     assert not (tmp_path / "data").exists(), "checked before anything is written"
+
+
+@pytest.mark.parametrize("stars, message", [
+    ("'five'", r"relationship type 'RATED' \(Person -> Movie\), property 'stars', relationship 'p0@example.org' -> 1000: "
+               r"a String value, which cannot be a feature"),
+    ("null", r"property 'stars', relationship 'p0@example.org' -> 1000: no value \(every relationship of the type"),
+])
+def test_a_relationship_property_that_does_not_fit_is_named(
+    neo4j_clean: tuple, tmp_path: Path, stars: str, message: str
+) -> None:
+    uri, auth = neo4j_clean
+    create_user_graph(uri, auth)
+    run(uri, auth, f"MATCH (a:Person {{email: 'p0@example.org'}}), (b:Movie {{mid: 1000}}) "
+        f"CREATE (a)-[:RATED {{stars: {stars}, w: [1.0, 1.0]}}]->(b)")
+    spec = tmp_path / "attach.toml"
+    spec.write_text(SPEC)
+    with pytest.raises(InvalidRequestError, match=message):
+        read_neo4j_graph(uri, auth, read_spec(spec))
 
 
 @pytest.mark.parametrize("create, message", [
