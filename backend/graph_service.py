@@ -35,6 +35,7 @@ from gnnstore.proto.sample_codec import (
     num_neighbors_from_proto,
     output_to_proto,
     temporal_from_proto,
+    weight_attr_from_proto,
 )
 from gnnstore.stores.base import BaseGraphStore
 
@@ -236,12 +237,14 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
 
 
 def _sampling_flags(options: graph_pb2.SamplingOptions) -> dict[str, object]:
-    """``replace``, ``disjoint``, ``seed`` (``None`` when unset) and ``temporal`` of a request's options."""
+    """``replace``, ``disjoint``, ``seed`` (``None`` when unset), ``temporal`` and ``weight_attr``
+    of a request's options."""
     return {
         "replace": options.replace,
         "disjoint": options.disjoint,
         "seed": options.seed if options.HasField("seed") else None,
         "temporal": temporal_from_proto(options),
+        "weight_attr": weight_attr_from_proto(options),
     }
 
 

@@ -32,6 +32,7 @@ from torch_geometric.typing import NodeType
 
 from gnnstore.backend.sampling_engine import Fanouts, SamplingEngine
 from gnnstore.backend.temporal_index import TemporalIndex, TemporalRequest
+from gnnstore.backend.weight_index import WeightIndex
 from gnnstore.common.temporal import TEMPORAL_STRATEGIES
 from gnnstore.backend.topology import TopologySnapshot, edge_ends
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
@@ -42,7 +43,8 @@ __all__ = ["Fanouts", "SamplingEngine", "SnapshotNeighborSampler"]
 
 
 class SnapshotNeighborSampler(BaseSampler):
-    """Uniform (or temporal) neighbour sampling over a topology snapshot, with PyG's ``NeighborSampler`` output.
+    """Uniform (temporal, or weighted) neighbour sampling over a topology snapshot, with PyG's
+    ``NeighborSampler`` output.
 
     Args:
         engine_or_snapshot: a shared :class:`SamplingEngine`, or a snapshot to build one from.
@@ -62,11 +64,14 @@ class SnapshotNeighborSampler(BaseSampler):
             (``input_time`` / ``edge_label_time``, else the seed's own node time).
         temporal_strategy: ``'uniform'`` (draw among the allowed neighbours) or ``'last'``
             (the ``k`` latest of them).
+        weights: pick neighbours in proportion to their edges' weights over this index
+            (``engine.weight_index(weights)``), as PyG's ``NeighborSampler(weight_attr=...)``;
+            edges of weight 0 are never picked. Not together with ``temporal``.
 
     Raises:
         NotFoundError: a fanout dict names an edge type the graph lacks.
         InvalidRequestError: fanouts that are not ints >= -1 or lists of different lengths, or
-            an unknown temporal strategy.
+            an unknown temporal strategy, or both ``temporal`` and ``weights``.
     """
 
     def __init__(
@@ -80,6 +85,7 @@ class SnapshotNeighborSampler(BaseSampler):
         allocate: Allocate | None = None,
         temporal: TemporalIndex | None = None,
         temporal_strategy: str = "uniform",
+        weights: WeightIndex | None = None,
     ) -> None:
         if isinstance(engine_or_snapshot, TopologySnapshot):
             engine_or_snapshot = SamplingEngine(engine_or_snapshot)
@@ -96,7 +102,10 @@ class SnapshotNeighborSampler(BaseSampler):
             raise InvalidRequestError(
                 f"temporal_strategy must be one of {TEMPORAL_STRATEGIES}, got {temporal_strategy!r}"
             )
+        if temporal is not None and weights is not None:
+            raise InvalidRequestError("weighted and temporal sampling cannot be combined; choose one")
         self.replace = bool(replace)
+        self.weights = weights
         self.temporal = temporal
         self.temporal_strategy = temporal_strategy
         self.disjoint = bool(disjoint) or temporal is not None  # as PyG: temporal means disjoint
@@ -161,6 +170,7 @@ class SnapshotNeighborSampler(BaseSampler):
             random_seed=self._call_seed(),
             allocate=self.allocate,
             temporal=temporal,
+            weights=self.weights,
         )
 
     def _call_seed(self) -> int | None:

@@ -27,6 +27,7 @@ from torch_geometric.typing import EdgeType, NodeType
 from gnnstore.backend import sampling_kernels as kernels
 from gnnstore.backend.temporal_index import TemporalIndex, TemporalRequest, batch_times
 from gnnstore.backend.topology import TopologySnapshot, edge_ends, index_dtype
+from gnnstore.backend.weight_index import WeightIndex
 from gnnstore.common.graph_types import checked_edge_type
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.allocate import Allocate
@@ -68,7 +69,7 @@ class _AssocPool:
 
 
 class SamplingEngine:
-    """Uniform multi-hop neighbour sampling over a :class:`TopologySnapshot`.
+    """Uniform (or temporal, or weighted) multi-hop neighbour sampling over a :class:`TopologySnapshot`.
 
     Build one per snapshot and share it: construction allocates the O(N) scratch; a call
     allocates only O(batch).
@@ -104,6 +105,20 @@ class SamplingEngine:
                     f"node type {node_type!r} has {expected} nodes but {times.shape[0]} times"
                 )
         return TemporalIndex(self._csc, self._ends, node_time)
+
+    def weight_index(self, weights: Mapping[EdgeType | None, np.ndarray]) -> WeightIndex:
+        """This snapshot's edge weights in CSC order (edge type → one weight per edge id).
+
+        Raises:
+            InvalidRequestError: an edge type's weights are not one per edge.
+        """
+        for edge_type, values in weights.items():
+            expected = self.snapshot.edges[edge_type].num_edges
+            if values.shape != (expected,):
+                raise InvalidRequestError(
+                    f"edge type {edge_type!r} has {expected} edges but {values.shape[0]} weights"
+                )
+        return WeightIndex(self._csc, weights)
 
     @property
     def num_nodes(self) -> int | dict[NodeType, int]:
@@ -170,6 +185,7 @@ class SamplingEngine:
         random_seed: int | None = None,
         allocate: Allocate | None = None,
         temporal: TemporalRequest | None = None,
+        weights: WeightIndex | None = None,
     ) -> SamplerOutput | HeteroSamplerOutput:
         """Sample the multi-hop neighbourhood of ``seed`` (**global** ids).
 
@@ -184,6 +200,8 @@ class SamplingEngine:
                 reply segment so the server does not copy them there.
             temporal: sample temporally (always disjoint): a node reached from seed ``b`` has
                 only neighbours no later than ``b``'s seed time.
+            weights: pick each node's neighbours in proportion to their edges' weights (edge
+                types without weights: uniformly); not together with ``temporal``.
 
         Returns:
             ``node`` (global, seeds first and in order), ``row``/``col`` (local), ``edge``
@@ -200,12 +218,16 @@ class SamplingEngine:
         state = np.array([random_seed % _UINT64], np.uint64)
         allocate = allocate or torch.empty
         if temporal is not None:
+            if weights is not None:
+                raise InvalidRequestError("weighted and temporal sampling cannot be combined; choose one")
             seed_time = temporal.index.seed_times(seeds) if temporal.seed_time is None else temporal.seed_time
             run = self._run_disjoint(seeds, fanouts, bool(replace), state, temporal, batch_times(seed_time, seeds))
             return self._output(run, True, allocate)
+        csc_weights = {} if weights is None else weights.csc_weights
         if disjoint:
-            return self._output(self._run_disjoint(seeds, fanouts, bool(replace), state), True, allocate)
-        return self._output(self._run_shared(seeds, fanouts, bool(replace), state), False, allocate)
+            run = self._run_disjoint(seeds, fanouts, bool(replace), state, csc_weights=csc_weights)
+            return self._output(run, True, allocate)
+        return self._output(self._run_shared(seeds, fanouts, bool(replace), state, csc_weights), False, allocate)
 
     def _seeds(self, seed: Tensor | Mapping[NodeType, Tensor]) -> dict[NodeType | None, np.ndarray]:
         """Seeds per node type as contiguous int64 arrays, every id checked against its range."""
@@ -232,9 +254,15 @@ class SamplingEngine:
         return out
 
     def _run_shared(
-        self, seeds: dict[NodeType | None, np.ndarray], fanouts: Fanouts, replace: bool, state: np.ndarray
+        self,
+        seeds: dict[NodeType | None, np.ndarray],
+        fanouts: Fanouts,
+        replace: bool,
+        state: np.ndarray,
+        csc_weights: Mapping[EdgeType | None, tuple | None],
     ) -> "_Run":
-        """All hops with the dense global→local arrays; resets exactly the touched entries."""
+        """All hops with the dense global→local arrays; resets exactly the touched entries.
+        Edge types with ``csc_weights`` pick by weight."""
         assoc = self._pool.acquire()  # not returned if a kernel raises: it may hold stale ids
         run = _Run(seeds, self.node_types, self.edge_types, disjoint=False)
         for nt, ids in seeds.items():
@@ -248,9 +276,15 @@ class SamplingEngine:
                     run.add_edges(et, src, _EMPTY, _EMPTY, _EMPTY, _EMPTY)
                     continue
                 ptr, idx, eid = self._csc[et]
-                out = kernels.sample_hop(
-                    ptr, idx, eid, front, base, k, replace, assoc[src], run.count[src], state
-                )
+                weight = csc_weights.get(et)
+                if weight is None:
+                    out = kernels.sample_hop(
+                        ptr, idx, eid, front, base, k, replace, assoc[src], run.count[src], state
+                    )
+                else:
+                    out = kernels.sample_hop_weighted(
+                        ptr, idx, eid, *weight, front, base, k, replace, assoc[src], run.count[src], state
+                    )
                 run.add_edges(et, src, *out)
             run.end_hop()
         for nt, parts in run.nodes.items():
@@ -267,9 +301,11 @@ class SamplingEngine:
         state: np.ndarray,
         temporal: TemporalRequest | None = None,
         batch_time: np.ndarray | None = None,
+        csc_weights: Mapping[EdgeType | None, tuple | None] | None = None,
     ) -> "_Run":
         """All hops with per-call ``(seed index, node)`` hash tables; with ``temporal``, edge
-        types whose source has times pick only neighbours no later than ``batch_time``."""
+        types whose source has times pick only neighbours no later than ``batch_time``; edge
+        types with ``csc_weights`` pick by weight."""
         run = _Run(seeds, self.node_types, self.edge_types, disjoint=True)
         num_nodes = self.snapshot.num_nodes
         tables = {nt: kernels.new_table(ids, num_nodes[nt]) for nt, ids in seeds.items()}
@@ -285,7 +321,13 @@ class SamplingEngine:
                     (ptr, idx, eid), src_time = self._csc[et], None
                 else:
                     ptr, idx, eid, src_time = temporal.index.csc[et]
-                if src_time is None:
+                weight = None if csc_weights is None else csc_weights.get(et)
+                if weight is not None:
+                    *out, keys, vals = kernels.sample_hop_weighted_disjoint(
+                        ptr, idx, eid, *weight, front, batch, base, k, replace,
+                        *tables[src], num_nodes[src], run.count[src], state,
+                    )
+                elif src_time is None:
                     *out, keys, vals = kernels.sample_hop_disjoint(
                         ptr, idx, eid, front, batch, base, k, replace,
                         *tables[src], num_nodes[src], run.count[src], state,

@@ -198,6 +198,13 @@ def sample_hop(ptr, idx, eid, frontier, front_base, k, replace, assoc, base, sta
         global ids of the source nodes seen for the first time, in order of first sight.
     """
     out_edge, out_col = _pick_hop(ptr, frontier, front_base, k, replace, state)
+    return _relabel_shared(idx, eid, out_edge, out_col, assoc, base)
+
+
+@njit(cache=True, nogil=True)
+def _relabel_shared(idx, eid, out_edge, out_col, assoc, base):  # noqa: ANN001, ANN202 (numba)
+    """Local ids of the picked edges' sources through ``assoc`` (see :func:`sample_hop`);
+    ``out_edge`` turns from CSC positions into edge ids."""
     total = out_edge.shape[0]
     out_row = np.empty(total, np.int64)
     new_nodes = np.empty(total, np.int64)
@@ -218,6 +225,168 @@ def sample_hop(ptr, idx, eid, frontier, front_base, k, replace, assoc, base, sta
         out_row[j] = loc
         out_edge[j] = eid[p]
     return out_row, out_col, out_edge, new_nodes[:nn]
+
+
+@njit(cache=True, nogil=True)
+def weight_summary(ptr, w):  # noqa: ANN001, ANN201 (numba)
+    """What weighted picks read instead of the weights: per CSC position the running sum of
+    its node's weights, and per node the total, the largest weight and how many are > 0."""
+    n = ptr.shape[0] - 1
+    cum = np.empty(w.shape[0], np.float64)
+    total = np.zeros(n, np.float64)
+    top = np.zeros(n, np.float64)
+    positive = np.zeros(n, np.int64)
+    for v in range(n):
+        run = 0.0
+        for p in range(ptr[v], ptr[v + 1]):
+            run += w[p]
+            cum[p] = run
+            if w[p] > 0.0:
+                positive[v] += 1
+            top[v] = max(top[v], w[p])
+        total[v] = run
+    return cum, total, top, positive
+
+
+@njit(cache=True, nogil=True)
+def _draw_by_weight(cum, start, deg, total, z):  # noqa: ANN001, ANN202 (numba)
+    """The CSC position a draw of 64 random bits picks, in proportion to the weights (never one
+    of weight 0: the running sum must pass the draw there)."""
+    q = np.searchsorted(cum[start:start + deg], np.float64(z >> _S11) * _INV_2_53 * total, side="right")
+    return start + min(q, deg - 1)
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(heap_keys, heap_pos, size, i):  # noqa: ANN001, ANN202 (numba)
+    """Restore the min-heap below entry ``i``."""
+    while True:
+        least, left, right = i, 2 * i + 1, 2 * i + 2
+        if left < size and heap_keys[left] < heap_keys[least]:
+            least = left
+        if right < size and heap_keys[right] < heap_keys[least]:
+            least = right
+        if least == i:
+            return
+        heap_keys[i], heap_keys[least] = heap_keys[least], heap_keys[i]
+        heap_pos[i], heap_pos[least] = heap_pos[least], heap_pos[i]
+        i = least
+
+
+@njit(cache=True, nogil=True)
+def _pick_weighted(cum, v, start, deg, summary, k, replace, s, out, o, heap_keys, heap_pos):  # noqa: ANN001, ANN202
+    """Write the CSC positions of node ``v``'s edges picked in proportion to their weights.
+
+    ``summary`` is ``(total, top, positive)`` per node (:func:`weight_summary`). Edges of weight
+    0 are never picked; -1 (or ``k`` at least the positive edges, without replacement) takes
+    every edge of positive weight. With replacement each pick is a binary search of the running
+    sums. Without, picks are drawn the same way and repeats drawn again while the ``k``
+    heaviest edges hold at most half the weight (so a repeat is at most an even chance);
+    otherwise the ``k`` largest keys ``log(u) / w`` (Efraimidis and Spirakis) are kept in a
+    min-heap. Both draw as successive picks in proportion to the remaining weights do.
+    """
+    total, top, positive = summary
+    c = _num_picks(positive[v], k, replace)
+    if c == 0:
+        return 0, s
+    if k < 0 or (not replace and k >= positive[v]):
+        j = 0
+        previous = 0.0
+        for p in range(start, start + deg):
+            if cum[p] > previous:
+                out[o + j] = p
+                j += 1
+            previous = cum[p]
+    elif replace:
+        for j in range(k):
+            s, z = _next(s)
+            out[o + j] = _draw_by_weight(cum, start, deg, total[v], z)
+    elif 2 * k * top[v] <= total[v]:
+        for j in range(k):
+            while True:
+                s, z = _next(s)
+                p = _draw_by_weight(cum, start, deg, total[v], z)
+                seen = False
+                for q in range(o, o + j):
+                    if out[q] == p:
+                        seen = True
+                        break
+                if not seen:
+                    out[o + j] = p
+                    break
+    else:
+        size = 0
+        previous = 0.0
+        for p in range(start, start + deg):
+            w = cum[p] - previous
+            previous = cum[p]
+            if w <= 0.0:
+                continue
+            s, z = _next(s)
+            key = np.log((np.float64(z >> _S11) + 1.0) * _INV_2_53) / w
+            if size < k:
+                heap_keys[size], heap_pos[size] = key, p
+                size += 1
+                i = size - 1
+                while i > 0 and heap_keys[(i - 1) // 2] > heap_keys[i]:
+                    parent = (i - 1) // 2
+                    heap_keys[i], heap_keys[parent] = heap_keys[parent], heap_keys[i]
+                    heap_pos[i], heap_pos[parent] = heap_pos[parent], heap_pos[i]
+                    i = parent
+            elif key > heap_keys[0]:
+                heap_keys[0], heap_pos[0] = key, p
+                _sift_down(heap_keys, heap_pos, size, 0)
+        for j in range(c):
+            out[o + j] = heap_pos[j]
+    return c, s
+
+
+@njit(cache=True, nogil=True)
+def _pick_hop_weighted(ptr, cum, summary, frontier, front_base, k, replace, state):  # noqa: ANN001, ANN202
+    """As :func:`_pick_hop`, picking by weight (``cum`` and ``summary``: :func:`weight_summary`)."""
+    n = frontier.shape[0]
+    positive = summary[2]
+    total = 0
+    for i in range(n):
+        total += _num_picks(positive[frontier[i]], k, replace)
+    positions = np.empty(total, np.int64)
+    out_col = np.empty(total, np.int64)
+    heap_keys = np.empty(max(k, 1), np.float64)
+    heap_pos = np.empty(max(k, 1), np.int64)
+    s = state[0]
+    o = 0
+    for i in range(n):
+        if i + AHEAD < n:
+            prefetch(ptr, frontier[i + AHEAD])
+        v = frontier[i]
+        c, s = _pick_weighted(cum, v, ptr[v], ptr[v + 1] - ptr[v], summary, k, replace, s, positions, o,
+                              heap_keys, heap_pos)
+        for j in range(o, o + c):
+            out_col[j] = front_base + i
+        o += c
+    state[0] = s
+    return positions, out_col
+
+
+@njit(cache=True, nogil=True)
+def sample_hop_weighted(  # noqa: ANN201 (numba)
+    ptr, idx, eid, cum, summary, frontier, front_base, k, replace, assoc, base, state,  # noqa: ANN001
+):
+    """:func:`sample_hop` with each node's edges picked in proportion to their weights
+    (``cum``, ``summary``: :func:`weight_summary` of the weights in CSC order)."""
+    out_edge, out_col = _pick_hop_weighted(ptr, cum, summary, frontier, front_base, k, replace, state)
+    return _relabel_shared(idx, eid, out_edge, out_col, assoc, base)
+
+
+@njit(cache=True, nogil=True)
+def sample_hop_weighted_disjoint(  # noqa: ANN201 (numba)
+    ptr, idx, eid, cum, summary, frontier, front_batch, front_base, k, replace,  # noqa: ANN001
+    keys, vals, num_src_nodes, base, state,  # noqa: ANN001
+):
+    """:func:`sample_hop_disjoint` with each node's edges picked in proportion to their weights."""
+    out_edge, out_col = _pick_hop_weighted(ptr, cum, summary, frontier, front_base, k, replace, state)
+    return _relabel_disjoint(
+        idx, eid, out_edge, out_col, front_batch, front_base, keys, vals, num_src_nodes, base
+    )
 
 
 @njit(cache=True, nogil=True)

@@ -108,10 +108,12 @@ class SamplingRunner:
         disjoint: bool,
         seed: int | None,
         temporal: TemporalOptions | None = None,
+        weight_attr: str | None = None,
         allocate: Allocate | None = None,
     ) -> SamplerOutput | HeteroSamplerOutput:
         """PyG's ``sample_from_nodes`` around global seed ids; metadata ``(input_id, time)``.
-        ``allocate`` makes the output id tensors where the sampler can (e.g. a reply segment).
+        ``allocate`` makes the output id tensors where the sampler can (e.g. a reply segment);
+        ``weight_attr`` names the edge attribute to sample by weight.
 
         Raises:
             InvalidRequestError: no seeds, too many, an id out of range, or absurd fanouts.
@@ -121,7 +123,9 @@ class SamplingRunner:
         self._check(inputs.node.numel(), "seed nodes", num_neighbors)
         disjoint = disjoint or temporal is not None
         self._check_work({inputs.input_type: inputs.node.numel()}, num_neighbors, replace, disjoint)
-        sampler = self._make_sampler(SamplerRequest(num_neighbors, replace, disjoint, seed, allocate, temporal))
+        sampler = self._make_sampler(
+            SamplerRequest(num_neighbors, replace, disjoint, seed, allocate, temporal, weight_attr)
+        )
         return sampler.sample_from_nodes(inputs)
 
     def sample_from_edges(
@@ -134,10 +138,11 @@ class SamplingRunner:
         disjoint: bool,
         seed: int | None,
         temporal: TemporalOptions | None = None,
+        weight_attr: str | None = None,
         allocate: Allocate | None = None,
     ) -> SamplerOutput | HeteroSamplerOutput:
         """PyG's ``sample_from_edges``: positives, negatives and metadata with local indices;
-        ``allocate`` as for ``sample_from_nodes``.
+        ``allocate`` and ``weight_attr`` as for ``sample_from_nodes``.
 
         Raises:
             InvalidRequestError: no links, too many, an id out of range, or absurd fanouts.
@@ -155,7 +160,9 @@ class SamplingRunner:
             generator = torch.Generator()
             generator.manual_seed(int(torch.randint(1 << 62, ())) if seed is None else seed)
             neg_sampling = _SeededNegativeSampling(neg_sampling, generator)
-        sampler = self._make_sampler(SamplerRequest(num_neighbors, replace, disjoint, seed, allocate, temporal))
+        sampler = self._make_sampler(
+            SamplerRequest(num_neighbors, replace, disjoint, seed, allocate, temporal, weight_attr)
+        )
         return sampler.sample_from_edges(inputs, neg_sampling)
 
     def gather_rows(

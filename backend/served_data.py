@@ -23,6 +23,7 @@ from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler
 from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.temporal_index import TemporalIndexes
+from gnnstore.backend.weight_index import WeightIndexes
 from gnnstore.common.temporal import TemporalOptions
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import edge_ends
@@ -50,6 +51,7 @@ class SamplerRequest:
         seed: the request's random seed (``None``: a fresh draw).
         allocate: makes the output id tensors where the sampler can (``None``: ``torch.empty``).
         temporal: temporal sampling (``None``: none).
+        weight_attr: the edge attribute to sample by weight (``None``: uniform).
     """
 
     num_neighbors: NeighborCounts
@@ -58,6 +60,7 @@ class SamplerRequest:
     seed: int | None
     allocate: Allocate | None = None
     temporal: TemporalOptions | None = None
+    weight_attr: str | None = None
 
 
 SamplerFactory = Callable[[SamplerRequest], BaseSampler]
@@ -184,10 +187,11 @@ def _snapshot(
     stores: Stores, config: ServerConfig, counts: dict[NodeType | None, int]
 ) -> tuple[GraphSummary, SamplerFactory, DegreeRanking, GraphBounds]:
     """Sampling from a memory-mapped snapshot of the graph store's current version (temporal
-    sampling by node times read from the feature store)."""
+    sampling by node times, weighted sampling by edge weights, both read from the feature store)."""
     snapshot = build_snapshot(stores.graph_store, config.data_dir / SNAPSHOTS, num_nodes=counts)
     engine = SamplingEngine(snapshot)
     temporal_indexes = TemporalIndexes(engine, stores.feature_store)
+    weight_indexes = WeightIndexes(engine, stores.feature_store)
 
     def make_sampler(request: SamplerRequest) -> BaseSampler:
         temporal = request.temporal
@@ -196,6 +200,7 @@ def _snapshot(
             seed=request.seed, allocate=request.allocate,
             temporal=None if temporal is None else temporal_indexes.get(temporal.time_attr),
             temporal_strategy="uniform" if temporal is None else temporal.strategy,
+            weights=None if request.weight_attr is None else weight_indexes.get(request.weight_attr),
         )
 
     summary = GraphSummary(
@@ -224,10 +229,10 @@ def _live(
     def make_sampler(request: SamplerRequest) -> BaseSampler:
         # ``allocate`` goes unused: the live sampler's tensors come out of Cypher replies and
         # are copied into a reply segment like any other.
-        if request.replace or request.disjoint or request.temporal is not None:
+        if request.replace or request.disjoint or request.temporal is not None or request.weight_attr is not None:
             raise InvalidRequestError(
-                "live Neo4j sampling is without replacement, not disjoint and not temporal; serve "
-                "with neo4j_sampling = 'snapshot' for replace, disjoint or temporal sampling"
+                "live Neo4j sampling is uniform, without replacement, not disjoint and not temporal; "
+                "serve with neo4j_sampling = 'snapshot' for replace, disjoint, temporal or weighted sampling"
             )
         return Neo4jLiveSampler(graph_store, request.num_neighbors)
 

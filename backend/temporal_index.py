@@ -9,9 +9,6 @@ Edge types whose source type has no time are kept as they are and not filtered, 
 """
 from __future__ import annotations
 
-import logging
-import threading
-import time as clock
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +17,8 @@ import numpy as np
 import torch
 from torch_geometric.typing import EdgeType, NodeType
 
+from gnnstore.backend.attr_index_cache import AttrIndexCache
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-
-logger = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)
@@ -149,8 +144,9 @@ class TemporalIndexes:
     def __init__(self, engine: Any, feature_store: Any) -> None:
         self._engine = engine
         self._features = feature_store
-        self._lock = threading.Lock()
-        self._cached: tuple[tuple[str, str], TemporalIndex] | None = None
+        self._cache = AttrIndexCache(
+            lambda attr: engine.temporal_index(self._node_times(attr)), feature_store, "temporal index"
+        )
 
     def get(self, time_attr: str) -> TemporalIndex:
         """The index sorted by ``time_attr``; building one takes a sort of every edge type.
@@ -159,15 +155,7 @@ class TemporalIndexes:
             NotFoundError: no node type of the graph has ``time_attr``.
             InvalidRequestError: its values are not one integer per node.
         """
-        with self._lock:  # one build at a time; the others wait for it rather than repeat it
-            key = (time_attr, self._features.version())
-            if self._cached is None or self._cached[0] != key:
-                self._cached = None  # the old index's memory goes before the new one is built
-                started = clock.monotonic()
-                index = self._engine.temporal_index(self._node_times(time_attr))
-                logger.info("temporal index by %r built in %.2f s", time_attr, clock.monotonic() - started)
-                self._cached = (key, index)
-            return self._cached[1]
+        return self._cache.get(time_attr)
 
     def _node_times(self, time_attr: str) -> dict[NodeType | None, np.ndarray]:
         graph_types = self._engine.snapshot.num_nodes

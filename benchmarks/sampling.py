@@ -2,7 +2,7 @@
 
 One run, one generated power-law graph (``gnnstore.ingest.generator``), one core: the same
 random batches of seeds go through this engine (in-memory snapshot and memory-mapped
-snapshot; disjoint and temporal beside each other), the pure-torch
+snapshot; disjoint, temporal and weighted beside each other), the pure-torch
 ``TorchNeighborSampler`` of ``../shared/reference`` and, when pyg-lib
 or torch-sparse is importable, PyG's ``NeighborSampler``. Prints batches/s, sampled edges/s
 and the ratio of the engine to each baseline.
@@ -66,6 +66,18 @@ def measure_temporal(engine: SamplingEngine, fanouts: list[int], batches: list[t
             print(f"  ratio temporal / disjoint: {rate / disjoint:.2f}x")
 
 
+def measure_weighted(engine: SamplingEngine, fanouts: list[int], batches: list[torch.Tensor], uniform: float) -> None:
+    """Weighted sampling (random weights in [0, 1)) beside uniform sampling of the same seeds."""
+    weights = torch.rand(engine.snapshot.edges[None].num_edges, generator=torch.Generator().manual_seed(2))
+    start = time.perf_counter()
+    index = engine.weight_index({None: weights.double().numpy()})
+    print(f"weight index (weights in CSC order): {time.perf_counter() - start:.1f} s")
+    for replace in (False, True):
+        rate = measure(f"weighted, replace={replace}",
+                       lambda s, r=replace: engine.sample(s, fanouts, replace=r, weights=index), batches)
+        print(f"  ratio weighted / uniform: {rate / uniform:.2f}x")
+
+
 def reference_sampler(data: Data, fanouts: list[int]) -> Callable[[torch.Tensor], object] | None:
     """The pure-torch ``TorchNeighborSampler`` over PyG's reference stores, or ``None`` if absent."""
     if not (EXAMPLES / "torch_sampler.py").is_file():
@@ -127,6 +139,7 @@ def main() -> None:
         mapped = SamplingEngine(snapshot.save(tmp))
         measure("engine (memory-mapped snapshot)", lambda s: mapped.sample(s, args.fanouts), batches)
     measure_temporal(engine, args.fanouts, batches)
+    measure_weighted(engine, args.fanouts, batches, rates["engine"])
     few = batches[: args.baseline_batches]
     for name, make in (("pure-torch reference", reference_sampler), ("PyG NeighborSampler", pyg_sampler)):
         sample = make(data, args.fanouts)

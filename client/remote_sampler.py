@@ -56,7 +56,8 @@ logger = logging.getLogger(__name__)
 
 
 class RemoteNeighborSampler(BaseSampler):
-    """Uniform or temporal neighbour sampling on a gnnstore server, as PyG's ``NeighborSampler`` samples.
+    """Uniform, temporal or weighted neighbour sampling on a gnnstore server, as PyG's
+    ``NeighborSampler`` samples.
 
     Works with ``NodeLoader(data=(fs, gs), node_sampler=...)``, ``LinkLoader``,
     ``NeighborLoader(..., neighbor_sampler=...)`` and ``LinkNeighborLoader(...,
@@ -87,6 +88,10 @@ class RemoteNeighborSampler(BaseSampler):
             the times never travel to the trainer.
         temporal_strategy: ``'uniform'`` (draw among the allowed neighbours) or ``'last'`` (the
             ``k`` latest of them).
+        weight_attr: sample in proportion to this stored edge attribute (one finite weight >= 0
+            per edge), as PyG's ``NeighborSampler(weight_attr=...)``: edges of weight 0 are never
+            picked, edge types without it are sampled uniformly, and the weights stay on the
+            server. Not together with ``time_attr``.
     """
 
     def __init__(
@@ -101,6 +106,7 @@ class RemoteNeighborSampler(BaseSampler):
         timeout: float | None = None,
         time_attr: str | None = None,
         temporal_strategy: str = "uniform",
+        weight_attr: str | None = None,
     ) -> None:
         self.connection = _connection(address_or_client)
         self.num_neighbors = _plain_num_neighbors(num_neighbors)
@@ -111,8 +117,13 @@ class RemoteNeighborSampler(BaseSampler):
             raise InvalidRequestError(
                 f"temporal_strategy must be one of {TEMPORAL_STRATEGIES}, got {temporal_strategy!r}"
             )
+        if weight_attr is not None and (not isinstance(weight_attr, str) or not weight_attr):
+            raise InvalidRequestError(f"weight_attr must be a non-empty str or None, got {weight_attr!r}")
+        if weight_attr is not None and time_attr is not None:
+            raise InvalidRequestError("weighted and temporal sampling cannot be combined; choose one")
         self.time_attr = time_attr
         self.temporal_strategy = temporal_strategy
+        self.weight_attr = weight_attr
         self.disjoint = bool(disjoint) or time_attr is not None  # as PyG: temporal means disjoint
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise InvalidRequestError(f"seed must be an int or None, got {seed!r}")
@@ -223,7 +234,7 @@ class RemoteNeighborSampler(BaseSampler):
     def _prepare(self, request: Any, seed: int, reads_ahead: int) -> None:
         request.options.CopyFrom(options_to_proto(
             self.num_neighbors, replace=self.replace, disjoint=self.disjoint, seed=seed,
-            time_attr=self.time_attr, temporal_strategy=self.temporal_strategy,
+            time_attr=self.time_attr, temporal_strategy=self.temporal_strategy, weight_attr=self.weight_attr,
         ))
         if self.feature_store is not None:
             exchange = self.feature_store.exchange

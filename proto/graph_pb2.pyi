@@ -60,7 +60,7 @@ class Fanout(_message.Message):
     def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., num_neighbors: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SamplingOptions(_message.Message):
-    __slots__ = ("num_neighbors", "per_edge_type", "replace", "disjoint", "seed", "no_hops", "time_attr", "temporal_strategy")
+    __slots__ = ("num_neighbors", "per_edge_type", "replace", "disjoint", "seed", "no_hops", "time_attr", "temporal_strategy", "weight_attr")
     NUM_NEIGHBORS_FIELD_NUMBER: _ClassVar[int]
     PER_EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
     REPLACE_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,7 @@ class SamplingOptions(_message.Message):
     NO_HOPS_FIELD_NUMBER: _ClassVar[int]
     TIME_ATTR_FIELD_NUMBER: _ClassVar[int]
     TEMPORAL_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_ATTR_FIELD_NUMBER: _ClassVar[int]
     num_neighbors: _containers.RepeatedScalarFieldContainer[int]
     per_edge_type: _containers.RepeatedCompositeFieldContainer[Fanout]
     replace: bool
@@ -77,7 +78,8 @@ class SamplingOptions(_message.Message):
     no_hops: bool
     time_attr: str
     temporal_strategy: str
-    def __init__(self, num_neighbors: _Optional[_Iterable[int]] = ..., per_edge_type: _Optional[_Iterable[_Union[Fanout, _Mapping]]] = ..., replace: _Optional[bool] = ..., disjoint: _Optional[bool] = ..., seed: _Optional[int] = ..., no_hops: _Optional[bool] = ..., time_attr: _Optional[str] = ..., temporal_strategy: _Optional[str] = ...) -> None: ...
+    weight_attr: str
+    def __init__(self, num_neighbors: _Optional[_Iterable[int]] = ..., per_edge_type: _Optional[_Iterable[_Union[Fanout, _Mapping]]] = ..., replace: _Optional[bool] = ..., disjoint: _Optional[bool] = ..., seed: _Optional[int] = ..., no_hops: _Optional[bool] = ..., time_attr: _Optional[str] = ..., temporal_strategy: _Optional[str] = ..., weight_attr: _Optional[str] = ...) -> None: ...
 
 class HotPrefix(_message.Message):
     __slots__ = ("node_type", "count", "version")

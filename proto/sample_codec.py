@@ -56,9 +56,10 @@ def options_to_proto(
     seed: int | None,
     time_attr: str | None = None,
     temporal_strategy: str = "uniform",
+    weight_attr: str | None = None,
 ) -> graph_pb2.SamplingOptions:
     """Encode PyG's ``num_neighbors`` (list or per-edge-type dict) and the sampler options."""
-    options = graph_pb2.SamplingOptions(replace=replace, disjoint=disjoint, seed=seed)
+    options = graph_pb2.SamplingOptions(replace=replace, disjoint=disjoint, seed=seed, weight_attr=weight_attr or "")
     if time_attr is not None:
         options.time_attr, options.temporal_strategy = time_attr, temporal_strategy
     if isinstance(num_neighbors, Mapping):
@@ -91,6 +92,17 @@ def num_neighbors_from_proto(options: graph_pb2.SamplingOptions) -> NeighborCoun
     if not options.num_neighbors:
         raise InvalidRequestError("num_neighbors was not sent (set no_hops for the seeds alone)")
     return list(options.num_neighbors)
+
+
+def weight_attr_from_proto(options: graph_pb2.SamplingOptions) -> str | None:
+    """The edge attribute the request samples by weight, or ``None`` (uniform).
+
+    Raises:
+        InvalidRequestError: together with temporal sampling.
+    """
+    if options.weight_attr and options.time_attr:
+        raise InvalidRequestError("weighted and temporal sampling cannot be combined; choose one")
+    return options.weight_attr or None
 
 
 def temporal_from_proto(options: graph_pb2.SamplingOptions) -> TemporalOptions | None:
