@@ -92,11 +92,17 @@ class SamplingEngine:
         """Pickle as the snapshot (a path when memory-mapped); scratch is rebuilt on arrival."""
         return (SamplingEngine, (self.snapshot,))
 
-    def temporal_index(self, node_time: Mapping[NodeType | None, np.ndarray]) -> TemporalIndex:
-        """This snapshot's CSC sorted for temporal sampling by ``node_time`` (node type → times).
+    def temporal_index(
+        self,
+        node_time: Mapping[NodeType | None, np.ndarray],
+        edge_time: Mapping[EdgeType | None, np.ndarray] | None = None,
+    ) -> TemporalIndex:
+        """This snapshot's CSC sorted for temporal sampling by ``node_time`` (node type → times)
+        or, for the edge types it names, ``edge_time`` (edge type → a time per edge id).
 
         Raises:
-            InvalidRequestError: a node type's times are not one per node.
+            InvalidRequestError: a node type's times are not one per node, or an edge type's
+                not one per edge.
         """
         for node_type, times in node_time.items():
             expected = self.snapshot.num_nodes.get(node_type)
@@ -104,7 +110,13 @@ class SamplingEngine:
                 raise InvalidRequestError(
                     f"node type {node_type!r} has {expected} nodes but {times.shape[0]} times"
                 )
-        return TemporalIndex(self._csc, self._ends, node_time)
+        for edge_type, times in (edge_time or {}).items():
+            expected = self.snapshot.edges[edge_type].num_edges
+            if times.shape != (expected,):
+                raise InvalidRequestError(
+                    f"edge type {edge_type!r} has {expected} edges but {times.shape[0]} times"
+                )
+        return TemporalIndex(self._csc, self._ends, node_time, edge_time)
 
     def weight_index(self, weights: Mapping[EdgeType | None, np.ndarray]) -> WeightIndex:
         """This snapshot's edge weights in CSC order (edge type → one weight per edge id).

@@ -80,10 +80,11 @@ class RemoteNeighborSampler(BaseSampler):
         feature_store: the loader's :class:`RemoteFeatureStore`; its rows for the sampled
             nodes then travel in the sampling RPC.
         timeout: deadline of each sampling RPC (default: the connection's).
-        time_attr: sample temporally by this stored node attribute (one integer per node), as
-            PyG's ``NeighborSampler(time_attr=...)`` with node times: a node reached from a seed
-            has only neighbours no later than the seed's time (the loader's ``input_time`` or
-            ``edge_label_time``, else the seed's own time). Always disjoint, as in PyG. The
+        time_attr: sample temporally by this stored node attribute (one integer per node) or,
+            when no node type has it, edge attribute (one integer per edge), as PyG's
+            ``NeighborSampler(time_attr=...)``: a node reached from a seed has only neighbours
+            (edges) no later than the seed's time (the loader's ``input_time`` or
+            ``edge_label_time``, else the seed's own node time). Always disjoint, as in PyG. The
             server sorts its graph by that attribute once (and again after a Put changes it);
             the times never travel to the trainer.
         temporal_strategy: ``'uniform'`` (draw among the allowed neighbours) or ``'last'`` (the

@@ -20,10 +20,14 @@ def graph() -> tuple[Data, torch.Tensor]:
     return data, torch.randperm(N, generator=generator)  # distinct times: "the last k" is one set
 
 
-def _reference(data: Data, time: torch.Tensor, seeds: list[int], seed_time: list[int], fanouts: list[int]):
+def _reference(data: Data, time: torch.Tensor, seeds: list[int], seed_time: list[int], fanouts: list[int],
+               edge_time: torch.Tensor | None = None):
     """Per seed ``b``: its subtree's ``(b, node)`` and ``(b, source, destination, e_id)``, picking the
-    ``k`` latest in-neighbours no later than the seed time (all of them for -1)."""
+    ``k`` latest in-neighbours no later than the seed time (all of them for -1); with
+    ``edge_time``, the ``k`` latest in-edges by their own times."""
     src, dst = data.edge_index.tolist()
+    if edge_time is not None:
+        time = edge_time
     nodes, edges = set(), set()
     for b, (seed, t) in enumerate(zip(seeds, seed_time)):
         seen, frontier = {seed}, [seed]
@@ -32,7 +36,9 @@ def _reference(data: Data, time: torch.Tensor, seeds: list[int], seed_time: list
             new = []
             for v in frontier:
                 allowed = sorted(
-                    (int(time[u]), u, e) for e, (u, w) in enumerate(zip(src, dst)) if w == v and time[u] <= t
+                    (int(time[e if edge_time is not None else u]), u, e)
+                    for e, (u, w) in enumerate(zip(src, dst))
+                    if w == v and time[e if edge_time is not None else u] <= t
                 )
                 for _, u, e in (allowed if k < 0 else allowed[-k:] if k else []):
                     edges.add((b, u, v, e))
@@ -135,3 +141,24 @@ def test_hetero_filters_only_types_with_times_and_names_bad_input() -> None:
     plain = SnapshotNeighborSampler(engine, [2])
     with pytest.raises(InvalidRequestError, match="no time attribute"):
         plain.sample_from_nodes(NodeSamplerInput(None, torch.arange(3), time=torch.zeros(3), input_type="user"))
+
+
+@pytest.mark.parametrize("fanouts", [[3, 2], [-1, 2]])
+def test_edge_times_pick_the_latest_allowed_edges_by_their_own_times(
+    graph: tuple[Data, torch.Tensor], fanouts: list[int]
+) -> None:
+    data, node_time = graph
+    edge_time = torch.randperm(data.num_edges, generator=torch.Generator().manual_seed(4))
+    engine = SamplingEngine(TopologySnapshot.from_data(data))
+    index = engine.temporal_index({}, {None: edge_time.numpy()})
+    seeds, seed_time = list(range(0, N, 25)), [int(t) for t in torch.arange(0, N, 25) * 20]
+    sampler = SnapshotNeighborSampler(engine, fanouts, temporal=index, temporal_strategy="last")
+    out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor(seeds), time=torch.tensor(seed_time)))
+    assert _sampled(out) == _reference(data, node_time, seeds, seed_time, fanouts, edge_time)
+    uniform = SnapshotNeighborSampler(engine, [4, 4], temporal=index).sample_from_nodes(
+        NodeSamplerInput(None, torch.tensor(seeds), time=torch.tensor(seed_time)))
+    assert (edge_time[uniform.edge] <= torch.tensor(seed_time)[uniform.batch[uniform.col]]).all()
+    with pytest.raises(InvalidRequestError, match="have no time attribute; give seed times"):
+        sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor(seeds)))  # edge times give seeds none
+    with pytest.raises(InvalidRequestError, match=f"has {data.num_edges} edges but 3 times"):
+        engine.temporal_index({}, {None: edge_time[:3].numpy()})

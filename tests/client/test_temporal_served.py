@@ -74,9 +74,9 @@ def test_temporal_link_prediction_batches_hold_no_future_neighbour(server: Serve
 def test_bad_time_attributes_are_named(server: ServerProcess) -> None:
     fs, _ = connect(server.address)
     seeds = NodeSamplerInput(None, torch.arange(4))
-    with pytest.raises(NotFoundError, match="no node type has a feature 'when'"):
+    with pytest.raises(NotFoundError, match="no node type or edge type has a feature 'when'"):
         RemoteNeighborSampler(fs, [2], time_attr="when").sample_from_nodes(seeds)
-    with pytest.raises(InvalidRequestError, match="time attribute 'x' of node type None must hold one integer per node"):
+    with pytest.raises(InvalidRequestError, match=r"time attribute 'x' of node type None must hold one integer per row \(\[N\] or \[N, 1\]\)"):
         RemoteNeighborSampler(fs, [2], time_attr="x").sample_from_nodes(seeds)
     with pytest.raises(InvalidRequestError, match="temporal_strategy must be one of"):
         RemoteNeighborSampler(fs, [2], time_attr="time", temporal_strategy="first")
@@ -118,3 +118,22 @@ def test_concurrent_first_temporal_requests_share_one_index_build(graph: Data, t
         for got in results:
             assert torch.equal(got.node, want.node) and torch.equal(got.edge, want.edge)
         assert server.log.read_text().count("temporal index by 'time' built") == 1
+
+
+def test_edge_level_times_filter_each_edge_by_its_own_time(tmp_path: Path) -> None:
+    generator = torch.Generator().manual_seed(12)
+    edge_index = torch.randint(0, N, (2, 5000), generator=generator)
+    edge_time = torch.randint(0, 1000, (5000,), generator=generator)
+    graph = Data(x=torch.randn(N, 4, generator=generator), edge_index=edge_index, edge_time=edge_time)
+    with serve_graph(graph, tmp_path) as server:
+        fs, gs = connect(server.address)
+        sampler = RemoteNeighborSampler(fs, [5, 5], feature_store=fs, time_attr="edge_time")
+        seeds, seed_time = torch.arange(0, N, 4), torch.arange(0, N, 4) * 3
+        loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, input_time=seed_time, batch_size=25)
+        for batch in loader:
+            assert batch.e_id.numel() > 0
+            assert (edge_time[batch.e_id] <= batch.seed_time[batch.batch[batch.edge_index[1]]]).all()
+        links = LinkLoader((fs, gs), link_sampler=sampler, edge_label_index=(None, edge_index[:, :64]),
+                           edge_label_time=edge_time[:64], batch_size=32)
+        for batch in links:
+            assert (edge_time[batch.e_id] <= batch.edge_label_time[batch.batch[batch.edge_index[1]]]).all()
