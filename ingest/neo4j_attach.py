@@ -256,44 +256,106 @@ def _read_graph(
             )
         report.nodes[label] = len(key_list)
     for edge_type in spec.relationships:
-        src, rel, dst = edge_type
-        features = spec.relationship_features.get(edge_type, {})
-        props = ", ".join(f"r.{_quote(p)}" for p in features.values())
-        # One record per source node with its targets' keys in a list: the driver decodes a list
-        # far faster than as many records. The subquery collects per node, so Neo4j streams the
-        # records instead of grouping every relationship in memory first.
-        rows = tx.run(
-            f"MATCH (a:{_quote(src)}) CALL {{ WITH a MATCH (a)-[r:{_quote(rel)}]->(b:{_quote(dst)}) "
-            f"RETURN collect({_key(spec.labels[dst].key, 'b')}) AS d, collect([{props}]) AS p }} "
-            f"RETURN {_key(spec.labels[src].key, 'a')} AS s, d, p"
-        )
-        sources, degrees, targets, columns = [], [], [], [[] for _ in features]
-        with tqdm(desc=",".join(edge_type), unit="edges", unit_scale=True, disable=not progress) as bar:
-            for record in rows:
-                found = record["d"]
-                sources.append(record["s"])
-                degrees.append(len(found))
-                targets.extend(found)
-                for values in record["p"] if features else ():
-                    for column, value in zip(columns, values):
-                        column.append(value)
-                bar.update(len(found))
-        row = np.repeat(pd.Index(keys[src]).get_indexer(sources), degrees)
-        col = pd.Index(keys[dst]).get_indexer(targets)
+        edges = _read_relationships(tx, spec, edge_type, keys, progress)
+        data[edge_type].edge_index = edges.edge_index
+        for name, tensor in edges.features.items():
+            data[edge_type][name] = tensor
+        report.edges[edge_type] = edges.edge_index.shape[1]
+    return data, keys, report
+
+
+PAGE_EDGES = 1 << 18
+"""Relationships read into Python objects before they become arrays: the keys of a page are
+resolved to positions at once, so memory holds ~16 bytes an edge, not a Python key each."""
+
+
+@dataclass
+class _Relationships:
+    """One relationship type read: ``[2, E]`` local positions and its edge features."""
+
+    edge_index: Tensor
+    features: dict[str, Tensor]
+
+
+def _read_relationships(
+    tx: neo4j.ManagedTransaction, spec: AttachSpec, edge_type: EdgeType, keys: dict[str, np.ndarray], progress: bool
+) -> _Relationships:
+    """Every relationship of ``edge_type`` as positions in its ends' keys, page by page.
+
+    Raises:
+        InvalidRequestError: a relationship to a node that was not read, or a property value
+            that does not fit (named).
+    """
+    src, rel, dst = edge_type
+    features = spec.relationship_features.get(edge_type, {})
+    props = ", ".join(f"r.{_quote(p)}" for p in features.values())
+    # One record per source node with its targets' keys in a list: the driver decodes a list
+    # far faster than as many records. The subquery collects per node, so Neo4j streams the
+    # records instead of grouping every relationship in memory first.
+    rows = tx.run(
+        f"MATCH (a:{_quote(src)}) CALL {{ WITH a MATCH (a)-[r:{_quote(rel)}]->(b:{_quote(dst)}) "
+        f"RETURN collect({_key(spec.labels[dst].key, 'b')}) AS d, collect([{props}]) AS p }} "
+        f"RETURN {_key(spec.labels[src].key, 'a')} AS s, d, p"
+    )
+    src_index, dst_index = pd.Index(keys[src]), pd.Index(keys[dst])
+    pages: list[np.ndarray] = []
+    columns: list[list[Tensor]] = [[] for _ in features]
+    sources, degrees, targets, values = [], [], [], [[] for _ in features]
+
+    def flush() -> None:
+        row = np.repeat(src_index.get_indexer(sources), degrees)
+        col = dst_index.get_indexer(targets)
         if (row < 0).any() or (col < 0).any():  # every node's key was checked: it came in after
             raise InvalidRequestError(
                 f"a {rel} relationship ends at a {src if (row < 0).any() else dst} node that was not there "
                 "when the nodes were read (was the graph written to during the attach?); run it again"
             )
-        data[edge_type].edge_index = torch.from_numpy(np.stack([row, col])).long().reshape(2, -1)
+        pages.append(np.stack([row, col]))
         ends = np.repeat(np.asarray(sources, dtype=object), degrees)
-        for (name, prop), column in zip(features.items(), columns):
-            data[edge_type][name] = _feature(
-                f"relationship type {rel!r} ({src} -> {dst})", prop, column,
+        for (name, prop), column, page in zip(features.items(), columns, values if targets else ()):
+            column.append(_feature(
+                f"relationship type {rel!r} ({src} -> {dst})", prop, page,
                 lambda i: f"relationship {ends[i]!r} -> {targets[i]!r}", "relationship",
-            )
-        report.edges[edge_type] = len(targets)
-    return data, keys, report
+            ))
+        sources.clear(), degrees.clear(), targets.clear()
+        for page in values:
+            page.clear()
+
+    with tqdm(desc=",".join(edge_type), unit="edges", unit_scale=True, disable=not progress) as bar:
+        for record in rows:
+            found = record["d"]
+            sources.append(record["s"])
+            degrees.append(len(found))
+            targets.extend(found)
+            for properties in record["p"] if features else ():
+                for page, value in zip(values, properties):
+                    page.append(value)
+            bar.update(len(found))
+            if len(targets) >= PAGE_EDGES:
+                flush()
+        flush()
+    edge_index = torch.from_numpy(np.concatenate(pages, axis=1)).long().reshape(2, -1)
+    return _Relationships(edge_index, {
+        name: _joined(f"relationship type {rel!r} ({src} -> {dst}), property {prop!r}", column)
+        for (name, prop), column in zip(features.items(), columns)
+    })
+
+
+def _joined(what: str, pages: list[Tensor]) -> Tensor:
+    """One property's pages as one tensor: integers become floats beside floats, as within a page.
+
+    Raises:
+        InvalidRequestError: pages of lists of other lengths, or booleans beside numbers.
+    """
+    pages = [t for t in pages if t.shape[0]]
+    shapes = {tuple(t.shape[1:]) for t in pages}
+    if len(shapes) > 1:
+        raise InvalidRequestError(f"{what}: lists of {sorted(s[0] for s in shapes)} values; every relationship needs one length")
+    dtypes = {t.dtype for t in pages}
+    if torch.bool in dtypes and len(dtypes) > 1:
+        raise InvalidRequestError(f"{what}: booleans beside numbers; use one kind")
+    dtype = torch.float32 if torch.float32 in dtypes else dtypes.pop() if dtypes else torch.float32
+    return torch.cat([t.to(dtype) for t in pages]) if pages else torch.empty(0)
 
 
 def _keys(label: str, key: str | None, values: list[Any]) -> np.ndarray:

@@ -11,7 +11,7 @@ from torch_geometric.loader import LinkNeighborLoader, NodeLoader
 
 from gnnstore.client import EdgeFeatures, Prefetcher, RemoteNeighborSampler, connect
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from served import ServerProcess, requests_made, serve_graph
+from served import ServerProcess, ingest_into_neo4j, requests_made, serve_graph, start_neo4j_server
 
 N, E = 300, 3000
 MULTIGET = "/gnnstore.v1.FeatureService/MultiGet"
@@ -140,3 +140,21 @@ def test_edge_features_refuses_unknown_names(homo_server: ServerProcess) -> None
         EdgeFeatures(fs, [""])
     with pytest.raises(InvalidRequestError, match="batch.e_id"):
         EdgeFeatures(fs)(Data(x=torch.zeros(2, 1)))
+
+
+@pytest.mark.neo4j
+@pytest.mark.parametrize("sampling", ["snapshot", "live"])
+def test_edges_in_neo4j_keep_their_edge_ids_for_their_features(
+    neo4j_server: tuple, homo: Data, tmp_path: Path, sampling: str
+) -> None:
+    data_dir = ingest_into_neo4j(homo, tmp_path / "data", *neo4j_server)
+    with start_neo4j_server(data_dir, *neo4j_server, sampling=sampling) as server:
+        fs, gs = connect(server.address)
+        sampler = RemoteNeighborSampler(fs, [4, 2], feature_store=fs)
+        loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(0, N, 2), batch_size=50,
+                            transform=EdgeFeatures(fs))
+        for batch in loader:
+            assert batch.e_id.numel() > 0
+            assert torch.equal(batch.edge_attr, homo.edge_attr[batch.e_id])
+            src, dst = batch.n_id[batch.edge_index]
+            assert torch.equal(torch.stack([src, dst]), homo.edge_index[:, batch.e_id])  # the ids are the edges'

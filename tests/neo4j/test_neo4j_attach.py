@@ -15,6 +15,7 @@ from torch_geometric.loader import NodeLoader
 
 from gnnstore.client import EdgeFeatures, RemoteNeighborSampler, connect
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.ingest import neo4j_attach
 from gnnstore.ingest.neo4j_attach import read_neo4j_graph, read_spec
 from gnnstore.stores.data_dir import open_stores
 from served import start_server
@@ -251,3 +252,22 @@ def test_a_key_that_does_not_fit_is_named(neo4j_clean: tuple, tmp_path: Path, cr
     spec.write_text(SPEC)
     with pytest.raises(InvalidRequestError, match=message):
         read_neo4j_graph(uri, auth, read_spec(spec))
+
+
+def test_relationships_read_in_small_pages_give_the_same_graph(
+    neo4j_clean: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri, auth = neo4j_clean
+    create_user_graph(uri, auth)
+    spec_file = tmp_path / "attach.toml"
+    spec_file.write_text(SPEC)
+    spec = read_spec(spec_file)
+    whole, _, _ = read_neo4j_graph(uri, auth, spec)
+    monkeypatch.setattr(neo4j_attach, "PAGE_EDGES", 7)
+    paged, _, report = read_neo4j_graph(uri, auth, spec)
+    for edge_type in whole.edge_types:
+        assert torch.equal(paged[edge_type].edge_index, whole[edge_type].edge_index), edge_type
+        assert report.edges[edge_type] == whole[edge_type].edge_index.shape[1]
+    rated = ("Person", "RATED", "Movie")
+    assert torch.equal(paged[rated].stars, whole[rated].stars) and torch.equal(paged[rated].weights, whole[rated].weights)
+    assert paged[rated].stars.dtype == torch.int64 and paged[rated].weights.dtype == torch.float32
