@@ -2,16 +2,16 @@
 
 The temporal index (node times) and the weight index (edge weights) are both derived from the
 snapshot's CSC and one feature attribute, cost a pass over every edge to build, and go stale
-when a Put changes the feature store. ``AttrIndexCache`` keeps the last one built, keyed by the
-attribute's name and the store's version; concurrent callers wait for one build instead of
-each making their own.
+when a Put changes the feature store. ``AttrIndexCache``, their base, keeps the last one built,
+keyed by the attribute's name and the store's version; concurrent callers wait for one build
+instead of each making their own.
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time as clock
-from collections.abc import Callable
+from abc import ABC, abstractmethod
 from typing import Any, Generic, TypeVar
 
 logger = logging.getLogger(__name__)
@@ -19,21 +19,26 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class AttrIndexCache(Generic[T]):
-    """The index ``build(attr)`` of one attribute at a time.
+class AttrIndexCache(ABC, Generic[T]):
+    """The index of one attribute at a time, over one engine and one feature store.
 
     Args:
-        build: makes the index of an attribute name (its errors pass through).
-        feature_store: what the index is read from (``version()``).
-        what: how the log names the index, e.g. ``"temporal index"``.
+        engine: the snapshot's engine (``SamplingEngine``).
+        feature_store: the durable feature store (``version()``, ``tensor_schema()``, ``get_tensor``).
     """
 
-    def __init__(self, build: Callable[[str], T], feature_store: Any, what: str) -> None:
-        self._build = build
+    what = "index"
+    """How the log names the index."""
+
+    def __init__(self, engine: Any, feature_store: Any) -> None:
+        self._engine = engine
         self._features = feature_store
-        self._what = what
         self._lock = threading.Lock()
         self._cached: tuple[tuple[str, str], T] | None = None
+
+    @abstractmethod
+    def _build(self, attr: str) -> T:
+        """The index of ``attr`` (its errors pass through to ``get``'s caller)."""
 
     def get(self, attr: str) -> T:
         """The index of ``attr`` at the store's current version (built now if needed)."""
@@ -43,6 +48,10 @@ class AttrIndexCache(Generic[T]):
                 self._cached = None  # the old index's memory goes before the new one is built
                 started = clock.monotonic()
                 index = self._build(attr)
-                logger.info("%s by %r built in %.2f s", self._what, attr, clock.monotonic() - started)
+                logger.info("%s by %r built in %.2f s", self.what, attr, clock.monotonic() - started)
                 self._cached = (key, index)
             return self._cached[1]
+
+    def _read(self, group: Any, attr: str) -> Any:
+        """The whole stored tensor of ``attr`` in ``group``."""
+        return self._features.get_tensor(group_name=group, attr_name=attr, index=None)

@@ -68,6 +68,15 @@ def _num_picks(deg: int, k: int, replace: bool) -> int:
 
 
 @njit(cache=True, nogil=True)
+def _picked(out, lo, hi, p):  # noqa: ANN001, ANN202 (numba)
+    """Whether ``p`` is among ``out[lo:hi]`` (a linear scan: the picks so far of one node)."""
+    for q in range(lo, hi):
+        if out[q] == p:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
 def _pick(start, deg, k, replace, s, out, o, scratch):  # noqa: ANN001, ANN202 (numba)
     """Write the CSC positions of the picked edges to ``out[o:]``; return ``(count, state)``.
 
@@ -89,12 +98,7 @@ def _pick(start, deg, k, replace, s, out, o, scratch):  # noqa: ANN001, ANN202 (
             while True:
                 s, z = _next(s)
                 p = start + _below(z, deg)
-                seen = False
-                for q in range(o, o + j):
-                    if out[q] == p:
-                        seen = True
-                        break
-                if not seen:
+                if not _picked(out, o, o + j, p):
                     out[o + j] = p
                     break
     elif 2 * k <= deg:
@@ -279,10 +283,10 @@ def _pick_weighted(cum, v, start, deg, summary, k, replace, s, out, o, heap_keys
     ``summary`` is ``(total, top, positive)`` per node (:func:`weight_summary`). Edges of weight
     0 are never picked; -1 (or ``k`` at least the positive edges, without replacement) takes
     every edge of positive weight. With replacement each pick is a binary search of the running
-    sums. Without, picks are drawn the same way and repeats drawn again while the ``k``
-    heaviest edges hold at most half the weight (so a repeat is at most an even chance);
-    otherwise the ``k`` largest keys ``log(u) / w`` (Efraimidis and Spirakis) are kept in a
-    min-heap. Both draw as successive picks in proportion to the remaining weights do.
+    sums. Without, for a small ``k``, picks are drawn the same way and repeats (found by a
+    linear scan) drawn again while the ``k`` heaviest edges hold at most half the weight (so a
+    repeat is at most an even chance); otherwise the ``k`` largest keys ``log(u) / w``
+    (Efraimidis and Spirakis) are kept in a min-heap. Both draw as successive picks in proportion to the remaining weights do.
     """
     total, top, positive = summary
     c = _num_picks(positive[v], k, replace)
@@ -300,17 +304,12 @@ def _pick_weighted(cum, v, start, deg, summary, k, replace, s, out, o, heap_keys
         for j in range(k):
             s, z = _next(s)
             out[o + j] = _draw_by_weight(cum, start, deg, total[v], z)
-    elif 2 * k * top[v] <= total[v]:
+    elif k <= _LINEAR_SCAN_MAX_K and 2 * k * top[v] <= total[v]:
         for j in range(k):
             while True:
                 s, z = _next(s)
                 p = _draw_by_weight(cum, start, deg, total[v], z)
-                seen = False
-                for q in range(o, o + j):
-                    if out[q] == p:
-                        seen = True
-                        break
-                if not seen:
+                if not _picked(out, o, o + j, p):
                     out[o + j] = p
                     break
     else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -144,21 +143,11 @@ def _is_integer(dtype: torch.dtype) -> bool:
     return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
-class TemporalIndexes:
+class TemporalIndexes(AttrIndexCache[TemporalIndex]):
     """The temporal index of one time attribute at a time, built on first use from the stored
-    node (or edge) times and again when the feature store's version changes (a Put of new times).
+    node (or edge) times and again when the feature store's version changes (a Put of new times)."""
 
-    Args:
-        engine: the snapshot's engine (``SamplingEngine``).
-        feature_store: the durable feature store (``version()``, ``tensor_schema()``, ``get_tensor``).
-    """
-
-    def __init__(self, engine: Any, feature_store: Any) -> None:
-        self._engine = engine
-        self._features = feature_store
-        self._cache = AttrIndexCache(
-            self._index, feature_store, "temporal index"
-        )
+    what = "temporal index"
 
     def get(self, time_attr: str) -> TemporalIndex:
         """The index sorted by ``time_attr`` (node times, else edge times); building one takes a
@@ -168,9 +157,9 @@ class TemporalIndexes:
             NotFoundError: no node type or edge type of the graph has ``time_attr``.
             InvalidRequestError: its values are not one integer per node (edge).
         """
-        return self._cache.get(time_attr)
+        return super().get(time_attr)
 
-    def _index(self, time_attr: str) -> TemporalIndex:
+    def _build(self, time_attr: str) -> TemporalIndex:
         """Node times when node types hold ``time_attr``, else the edge times of edge types."""
         snapshot = self._engine.snapshot
         schema = self._features.tensor_schema()
@@ -188,6 +177,3 @@ class TemporalIndexes:
             edge_types[group]: integer_times(self._read(group, time_attr), f"edge type {edge_types[group]!r}", time_attr)
             for group in groups
         })
-
-    def _read(self, group: Any, attr: str) -> torch.Tensor:
-        return self._features.get_tensor(group_name=group, attr_name=attr, index=None)

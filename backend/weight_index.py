@@ -9,7 +9,6 @@ a binary search of one node's sums. Edge types without the attribute are sampled
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import torch
@@ -70,21 +69,11 @@ def edge_weights(tensor: torch.Tensor, edge_type: EdgeType | None, weight_attr: 
     return weights
 
 
-class WeightIndexes:
+class WeightIndexes(AttrIndexCache[WeightIndex]):
     """The weight index of one weight attribute at a time, built on first use from the stored
-    edge attribute and again when the feature store's version changes.
+    edge attribute and again when the feature store's version changes."""
 
-    Args:
-        engine: the snapshot's engine (``SamplingEngine``).
-        feature_store: the durable feature store (``version()``, ``tensor_schema()``, ``get_tensor``).
-    """
-
-    def __init__(self, engine: Any, feature_store: Any) -> None:
-        self._engine = engine
-        self._features = feature_store
-        self._cache = AttrIndexCache(
-            lambda attr: engine.weight_index(self._weights(attr)), feature_store, "weight index"
-        )
+    what = "weight index"
 
     def get(self, weight_attr: str) -> WeightIndex:
         """The index of ``weight_attr``.
@@ -93,19 +82,16 @@ class WeightIndexes:
             NotFoundError: no edge type of the graph has ``weight_attr``.
             InvalidRequestError: its values are not one finite, non-negative number per edge.
         """
-        return self._cache.get(weight_attr)
+        return super().get(weight_attr)
 
-    def _weights(self, weight_attr: str) -> dict[EdgeType | None, np.ndarray]:
+    def _build(self, weight_attr: str) -> WeightIndex:
         edges = self._engine.snapshot.edges
         groups = {edge_group_of(et): et for et in edges}
         found = [groups[s.group_name] for s in self._features.tensor_schema()
                  if s.attr_name == weight_attr and s.is_edge and s.group_name in groups]
         if not found:
             raise NotFoundError(f"no edge type has an edge feature {weight_attr!r} to sample by weight")
-        return {
-            et: edge_weights(
-                self._features.get_tensor(group_name=edge_group_of(et), attr_name=weight_attr, index=None),
-                et, weight_attr, edges[et].num_edges,
-            )
+        return self._engine.weight_index({
+            et: edge_weights(self._read(edge_group_of(et), weight_attr), et, weight_attr, edges[et].num_edges)
             for et in found
-        }
+        })

@@ -87,19 +87,9 @@ def _plan_nodes(node_type: NodeType | None, store: object, keys: object) -> Node
         raise InvalidRequestError(f"node type {node_type!r}: cannot tell its number of nodes")
     attrs = {}
     for name in sorted(store.node_attrs()):
-        value = store[name]
-        if isinstance(value, np.ndarray) and value.dtype != object:
-            value = torch.from_numpy(value)
-        if not isinstance(value, Tensor):
-            logger.warning("node type %r: attr %r is a %s, not a tensor; skipped",
-                           node_type, name, type(value).__name__)
-            continue
-        if value.dtype not in STORABLE_DTYPES:
-            raise InvalidRequestError(
-                f"node type {node_type!r}: attr {name!r} has dtype {value.dtype}, which the "
-                f"feature store cannot hold"
-            )
-        attrs[name] = value.detach().cpu()
+        value = _storable(store[name], f"node type {node_type!r}", name)
+        if value is not None:
+            attrs[name] = value
     if not attrs:
         raise InvalidRequestError(
             f"node type {node_type!r} has no node-level tensor; PyG discovers node types from the "
@@ -192,16 +182,27 @@ def _edge_attrs(data: Data | HeteroData, edge_type: EdgeType | None, store: obje
     attrs = {}
     for name in sorted(k for k in store.keys() if k != "edge_index" and store.is_edge_attr(k)):
         value = store[name]
-        if isinstance(value, np.ndarray) and value.dtype != object:
-            value = torch.from_numpy(value)
-        if not isinstance(value, Tensor) or data.__cat_dim__(name, value, store) != 0:
-            logger.warning("edge type %r: edge-level attr %r is not a tensor with a row per edge; skipped",
-                           edge_type, name)
+        if isinstance(value, (Tensor, np.ndarray)) and data.__cat_dim__(name, value, store) != 0:
+            logger.warning("edge type %r: edge-level attr %r has no row per edge; skipped", edge_type, name)
             continue
-        if value.dtype not in STORABLE_DTYPES:
-            raise InvalidRequestError(
-                f"edge type {edge_type!r}: attr {name!r} has dtype {value.dtype}, which the "
-                f"feature store cannot hold"
-            )
-        attrs[name] = value.detach().cpu()
+        value = _storable(value, f"edge type {edge_type!r}", name)
+        if value is not None:
+            attrs[name] = value
     return attrs
+
+
+def _storable(value: object, owner: str, name: str) -> Tensor | None:
+    """``value`` as a CPU tensor the feature store can hold; ``None`` (and a warning) when it
+    is not a tensor.
+
+    Raises:
+        InvalidRequestError: a dtype the feature store cannot hold.
+    """
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        value = torch.from_numpy(value)
+    if not isinstance(value, Tensor):
+        logger.warning("%s: attr %r is a %s, not a tensor; skipped", owner, name, type(value).__name__)
+        return None
+    if value.dtype not in STORABLE_DTYPES:
+        raise InvalidRequestError(f"{owner}: attr {name!r} has dtype {value.dtype}, which the feature store cannot hold")
+    return value.detach().cpu()

@@ -6,7 +6,6 @@ only a model that reads ``edge_attr`` (here ``GINEConv``) can learn the labels.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import torch
