@@ -28,6 +28,7 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.topology import edge_ends
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from gnnstore.stores.neo4j_attached import AttachedNeo4jGraph
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
 
@@ -56,7 +57,9 @@ class Neo4jLiveSampler(BaseSampler):
     """Uniform neighbour sampling inside Neo4j, batch by batch; a PyG ``BaseSampler``.
 
     Args:
-        graph_store: the Neo4j store; its driver opens lazily in each loader worker.
+        graph_store: the Neo4j store (gnnstore's schema, or the user's as attached:
+            ``get_all_edge_attrs`` and ``sample_in_neighbors`` are all it reads); its driver
+            opens lazily in each loader worker.
         num_neighbors: fanouts per hop (-1 = all): one list for every edge type, or a dict
             edge type -> list (each edge type, one length).
 
@@ -66,7 +69,8 @@ class Neo4jLiveSampler(BaseSampler):
     """
 
     def __init__(
-        self, graph_store: Neo4jGraphStore, num_neighbors: Sequence[int] | Mapping[EdgeType, Sequence[int]]
+        self, graph_store: Neo4jGraphStore | AttachedNeo4jGraph,
+        num_neighbors: Sequence[int] | Mapping[EdgeType, Sequence[int]],
     ) -> None:
         self.graph_store = graph_store
         sizes: dict[EdgeType | None, tuple[int, int]] = {}

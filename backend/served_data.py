@@ -34,6 +34,7 @@ from gnnstore.common.allocate import Allocate
 from gnnstore.proto.sample_codec import NeighborCounts
 from gnnstore.stores.data_dir import FEATURE_TIER, FEATURES, GRAPH, IDMAP, SNAPSHOTS, Stores, open_stores
 from gnnstore.stores.id_map import IdMap
+from gnnstore.stores.neo4j_attached import AttachedNeo4jGraph, AttachedSchema
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
 logger = logging.getLogger(__name__)
@@ -171,8 +172,12 @@ def _open_stores(config: ServerConfig) -> Stores:
 
 
 def _open_neo4j_stores(config: ServerConfig) -> Stores:
-    """RocksDB features and id map from ``data_dir``, the graph from Neo4j (checked to answer)."""
+    """RocksDB features and id map from ``data_dir``, the graph from Neo4j (checked to answer):
+    gnnstore's own schema, or the user's as ``gnnstore attach neo4j`` read it (live only)."""
     auth = None if config.neo4j_password is None else (config.neo4j_user, config.neo4j_password)
+    attached = AttachedSchema.load(config.data_dir)
+    if attached is not None:
+        return _open_attached(config, auth, attached)
     graph = Neo4jGraphStore(config.neo4j_uri, auth)
     try:
         graph.verify()
@@ -181,6 +186,25 @@ def _open_neo4j_stores(config: ServerConfig) -> Stores:
         raise
     logger.info("graph in Neo4j at %s as %s", config.neo4j_uri, config.neo4j_user)
     return open_stores(config.data_dir, read_only=config.read_only, graph_store=graph)
+
+
+def _open_attached(config: ServerConfig, auth: tuple[str, str] | None, schema: AttachedSchema) -> Stores:
+    """An attached data directory whose graph is sampled live in the user's Neo4j."""
+    if config.neo4j_sampling != "live":
+        raise PreconditionError(
+            f"data directory {config.data_dir} was attached to a Neo4j graph in its owner's schema: serve its "
+            "snapshot with the default graph backend (kuzu), or sample Neo4j live with --neo4j-sampling live"
+        )
+    graph = AttachedNeo4jGraph(config.neo4j_uri, auth, schema)
+    try:
+        graph.verify()
+    except BaseException:
+        graph.close()
+        raise
+    stores = open_stores(config.data_dir, read_only=config.read_only, graph_store=graph)
+    graph.id_map = stores.id_map
+    logger.info("attached graph in Neo4j at %s, sampled live in its own schema", config.neo4j_uri)
+    return stores
 
 
 def _snapshot(
@@ -213,7 +237,7 @@ def _snapshot(
 
 
 def _live(
-    graph_store: Neo4jGraphStore, counts: dict[NodeType | None, int]
+    graph_store: Neo4jGraphStore | AttachedNeo4jGraph, counts: dict[NodeType | None, int]
 ) -> tuple[GraphSummary, SamplerFactory]:
     """Sampling inside Neo4j, one query per hop and edge type: every batch sees the graph now."""
     edge_types: list[EdgeType | None] = []

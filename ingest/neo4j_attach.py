@@ -29,6 +29,8 @@ both ends' keys), raised before anything is written.
 
 A later attach reads the graph again: new nodes get new ids, relationships are replaced, and
 nodes no longer there are reported; their ids stay taken and their rows stay, without edges.
+The attach leaves the schema it read in the data directory (``stores.neo4j_attached``), so the
+graph can also be sampled live in Neo4j.
 """
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ from gnnstore.common.errors import InvalidRequestError, MalformedFileError, Serv
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.ingest.report import IngestReport
 from gnnstore.stores.data_dir import Stores, clear_ingest_record, open_stores
+from gnnstore.stores.neo4j_attached import AttachedSchema, key_of, quoted
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +192,7 @@ def attach_neo4j(
     with open_stores(data_dir) as stores:
         _note_changes(stores, spec, keys, report)
         report.ingest = ingest_graph(data, stores, keys=keys, progress=progress)
+    AttachedSchema({label: entry.key for label, entry in spec.labels.items()}, spec.relationships).save(data_dir)
     return report
 
 
@@ -238,9 +242,9 @@ def _read_graph(
 ) -> tuple[HeteroData, dict[str, np.ndarray], AttachReport]:
     data, keys, report = HeteroData(), {}, AttachReport()
     for label, entry in spec.labels.items():
-        total = tx.run(f"MATCH (n:{_quote(label)}) RETURN count(n) AS n").single()["n"]
-        props = ", ".join(f"n.{_quote(p)}" for p in entry.features.values())
-        rows = tx.run(f"MATCH (n:{_quote(label)}) RETURN {_key(entry.key, 'n')} AS key, [{props}] AS props")
+        total = tx.run(f"MATCH (n:{quoted(label)}) RETURN count(n) AS n").single()["n"]
+        props = ", ".join(f"n.{quoted(p)}" for p in entry.features.values())
+        rows = tx.run(f"MATCH (n:{quoted(label)}) RETURN {key_of(entry.key, 'n')} AS key, [{props}] AS props")
         key_list, columns = [], [[] for _ in entry.features]
         for record in tqdm(rows, total=total, desc=label, unit="nodes", unit_scale=True, disable=not progress):
             key_list.append(record["key"])
@@ -288,14 +292,14 @@ def _read_relationships(
     """
     src, rel, dst = edge_type
     features = spec.relationship_features.get(edge_type, {})
-    props = ", ".join(f"r.{_quote(p)}" for p in features.values())
+    props = ", ".join(f"r.{quoted(p)}" for p in features.values())
     # One record per source node with its targets' keys in a list: the driver decodes a list
     # far faster than as many records. The subquery collects per node, so Neo4j streams the
     # records instead of grouping every relationship in memory first.
     rows = tx.run(
-        f"MATCH (a:{_quote(src)}) CALL {{ WITH a MATCH (a)-[r:{_quote(rel)}]->(b:{_quote(dst)}) "
-        f"RETURN collect({_key(spec.labels[dst].key, 'b')}) AS d, collect([{props}]) AS p }} "
-        f"RETURN {_key(spec.labels[src].key, 'a')} AS s, d, p"
+        f"MATCH (a:{quoted(src)}) CALL {{ WITH a MATCH (a)-[r:{quoted(rel)}]->(b:{quoted(dst)}) "
+        f"RETURN collect({key_of(spec.labels[dst].key, 'b')}) AS d, collect([{props}]) AS p }} "
+        f"RETURN {key_of(spec.labels[src].key, 'a')} AS s, d, p"
     )
     src_index, dst_index = pd.Index(keys[src]), pd.Index(keys[dst])
     pages: list[np.ndarray] = []
@@ -442,15 +446,6 @@ def _neo4j_type(value: Any) -> str:
     names = {bool: "Boolean", int: "Integer", float: "Float", str: "String", dict: "Map", bytes: "ByteArray",
              list: "List"}
     return names.get(type(value), type(value).__name__)
-
-
-def _key(key: str | None, variable: str) -> str:
-    return f"elementId({variable})" if key is None else f"{variable}.{_quote(key)}"
-
-
-def _quote(name: str) -> str:
-    """A label, type or property name as a Cypher identifier, whatever characters it holds."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _table(value: Any, where: str) -> dict:

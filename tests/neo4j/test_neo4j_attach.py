@@ -14,11 +14,11 @@ from neo4j import GraphDatabase
 from torch_geometric.loader import NodeLoader
 
 from gnnstore.client import EdgeFeatures, RemoteNeighborSampler, connect
-from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.ingest import neo4j_attach
 from gnnstore.ingest.neo4j_attach import read_neo4j_graph, read_spec
 from gnnstore.stores.data_dir import open_stores
-from served import start_server
+from served import start_neo4j_server, start_server
 
 pytestmark = pytest.mark.neo4j
 
@@ -271,3 +271,40 @@ def test_relationships_read_in_small_pages_give_the_same_graph(
     rated = ("Person", "RATED", "Movie")
     assert torch.equal(paged[rated].stars, whole[rated].stars) and torch.equal(paged[rated].weights, whole[rated].weights)
     assert paged[rated].stars.dtype == torch.int64 and paged[rated].weights.dtype == torch.float32
+
+
+def test_an_attached_graph_is_sampled_live_in_the_users_own_schema(neo4j_clean: tuple, tmp_path: Path) -> None:
+    uri, auth = neo4j_clean
+    create_user_graph(uri, auth)
+    spec, data_dir = tmp_path / "attach.toml", tmp_path / "data"
+    spec.write_text(SPEC)
+    done = attach(uri, auth, spec, data_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rated = ("Person", "RATED", "Movie")
+
+    def sampled_pairs(server: object) -> set[tuple]:
+        fs, gs = connect(server.address)
+        fanouts = {a.edge_type: [-1] for a in gs.get_all_edge_attrs()}
+        loader = NodeLoader((fs, gs), node_sampler=RemoteNeighborSampler(fs, fanouts, feature_store=fs),
+                            input_nodes=("Movie", torch.arange(MOVIES)), batch_size=5)
+        pairs = set()
+        with open_stores(data_dir, read_only=True) as stores:
+            for batch in loader:
+                row, col = batch[rated].edge_index
+                assert (batch[rated].e_id == -1).all()  # the user's relationships have no dense ids
+                pairs |= set(zip(stores.id_map.to_keys("Person", batch["Person"].n_id[row]),
+                                 stores.id_map.to_keys("Movie", batch["Movie"].n_id[col])))
+        return pairs
+
+    with start_neo4j_server(data_dir, uri, auth, "--read-only", sampling="live") as server:
+        assert sampled_pairs(server) == set(key_pairs(uri, auth, *rated, "email", "mid"))
+        run(uri, auth, "MATCH (a:Person {email: 'p1@example.org'}), (b:Movie {mid: 1011}) "
+            "CREATE (a)-[:RATED {stars: 1, w: [0.5, 1.0]}]->(b)")
+        run(uri, auth, "CREATE (:Person {email: 'late@example.org', age: 3, emb: [0.0, 0.0, 0.0, 0.0], vip: false})")
+        run(uri, auth, "MATCH (a:Person {email: 'late@example.org'}), (b:Movie {mid: 1011}) CREATE (a)-[:RATED]->(b)")
+        now = sampled_pairs(server)  # live: the new relationship at once; a node created since has no id yet
+        assert ("p1@example.org", 1011) in now and not any(s == "late@example.org" for s, _ in now)
+
+    with pytest.raises(PreconditionError, match="attached to a Neo4j graph in its owner's schema"):
+        with start_neo4j_server(data_dir, uri, auth, "--read-only", sampling="snapshot"):
+            pass
