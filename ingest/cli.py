@@ -33,6 +33,7 @@ from gnnstore.ingest.report import IngestReport
 from gnnstore.stores.data_dir import (
     Stores, clear_ingest_record, open_stores, read_ingest_record, write_ingest_record,
 )
+from gnnstore.stores.neo4j_attached import AttachedSchema
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 from gnnstore.stores.neo4j_import import ImportFilesGraphStore, admin_import_args
 
@@ -155,6 +156,7 @@ def run_ingest(
         return
     with open_target(target) as stores:
         clear_ingest_record(target.data_dir)
+        AttachedSchema.forget(target.data_dir)  # the folder no longer mirrors an attached graph
         report = ingest(stores)
         if isinstance(stores.graph_store, ImportFilesGraphStore):
             stores.graph_store.finish()

@@ -49,6 +49,11 @@ class AttachedSchema:
         part.write_text(json.dumps({"keys": self.keys, "relationships": [list(r) for r in self.relationships]}))
         os.replace(part, path)
 
+    @staticmethod
+    def forget(data_dir: Path) -> None:
+        """Remove the schema from ``data_dir`` (an ingest makes it another graph's)."""
+        (Path(data_dir) / ATTACHED_SCHEMA).unlink(missing_ok=True)
+
     @classmethod
     def load(cls, data_dir: Path) -> AttachedSchema | None:
         """The schema an attach left in ``data_dir``, or ``None`` (not an attached directory).

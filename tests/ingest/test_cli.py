@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from gnnstore.ingest.cli import Target, ingest_command, resolve_target
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.stores.data_dir import open_stores
+from gnnstore.stores.neo4j_attached import AttachedSchema
 
 
 def test_generate_ingests_and_prints_one_line_per_step(tmp_path):
@@ -32,6 +33,17 @@ def test_generate_ingests_and_prints_one_line_per_step(tmp_path):
         assert stores.feature_store.get_tensor_size(None, "x") == (400, 8)
         (attr,) = stores.graph_store.get_all_edge_attrs()
         assert tuple(attr.size) == (400, 400)
+
+
+def test_an_ingest_makes_an_attached_folder_its_own(tmp_path):
+    data_dir = tmp_path / "data"
+    generate = ["generate", "--nodes", "50", "--data-dir", str(data_dir)]
+    assert CliRunner().invoke(ingest_command, generate).exit_code == 0
+    AttachedSchema({"User": "uid"}, [("User", "R", "User")]).save(data_dir)  # as an attach leaves it
+    assert AttachedSchema.load(data_dir) == AttachedSchema({"User": "uid"}, [("User", "R", "User")])
+    result = CliRunner().invoke(ingest_command, generate + ["--seed", "2"])
+    assert result.exit_code == 0, result.output
+    assert AttachedSchema.load(data_dir) is None  # a neo4j live server must not read it as the user's graph
 
 
 def test_planetoid_ingests_cora(tmp_path, cora_raw):
