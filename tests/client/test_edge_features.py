@@ -9,8 +9,11 @@ import torch
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NodeLoader
 
-from gnnstore.client import EdgeFeatures, Prefetcher, RemoteNeighborSampler, connect
+from gnnstore.client import Connection, EdgeFeatures, Prefetcher, RemoteNeighborSampler, connect
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto import graph_pb2
+from gnnstore.proto.codec import ids_to_proto
+from gnnstore.proto.sample_codec import feature_request_to_proto, options_to_proto
 from served import ServerProcess, ingest_into_neo4j, requests_made, serve_graph, start_neo4j_server
 
 N, E = 300, 3000
@@ -130,6 +133,22 @@ def test_without_rows_from_the_sample_edge_features_are_read_by_e_id(
     for batch in loader:
         assert torch.equal(batch.edge_weight, homo.edge_weight[batch.e_id])
         assert torch.equal(batch.x, homo.x[batch.n_id])
+
+
+def test_a_strangers_edge_row_requests_get_named_errors_or_nothing(homo_server: ServerProcess) -> None:
+    connection = Connection(homo_server.address)
+    request = graph_pb2.SampleFromNodesRequest(
+        options=options_to_proto([3], replace=False, disjoint=False, seed=1), node=ids_to_proto(torch.arange(5)))
+    request.input_type.homogeneous = True
+    request.features.CopyFrom(feature_request_to_proto([((None, None), "nope")], {}))
+    with pytest.raises(NotFoundError, match="nope"):
+        connection.call("GraphService", "SampleFromNodes", request)
+    request.features.CopyFrom(feature_request_to_proto([(("a", "b", "c"), "edge_attr")], {}))  # no such edges
+    reply = connection.call("GraphService", "SampleFromNodes", request).message
+    assert not reply.features and reply.edges[0].edge.shape[0] > 0
+    request.features.attrs[0].group.name = "a"  # a node type and an edge type at once
+    with pytest.raises(InvalidRequestError, match="not both"):
+        connection.call("GraphService", "SampleFromNodes", request)
 
 
 def test_edge_features_refuses_unknown_names(homo_server: ServerProcess) -> None:
