@@ -110,12 +110,7 @@ class SamplingEngine:
                 raise InvalidRequestError(
                     f"node type {node_type!r} has {expected} nodes but {times.shape[0]} times"
                 )
-        for edge_type, times in (edge_time or {}).items():
-            expected = self.snapshot.edges[edge_type].num_edges
-            if times.shape != (expected,):
-                raise InvalidRequestError(
-                    f"edge type {edge_type!r} has {expected} edges but {times.shape[0]} times"
-                )
+        self._check_per_edge(edge_time or {}, "times")
         return TemporalIndex(self._csc, self._ends, node_time, edge_time)
 
     def weight_index(self, weights: Mapping[EdgeType | None, np.ndarray]) -> WeightIndex:
@@ -124,13 +119,19 @@ class SamplingEngine:
         Raises:
             InvalidRequestError: an edge type's weights are not one per edge.
         """
-        for edge_type, values in weights.items():
-            expected = self.snapshot.edges[edge_type].num_edges
-            if values.shape != (expected,):
-                raise InvalidRequestError(
-                    f"edge type {edge_type!r} has {expected} edges but {values.shape[0]} weights"
-                )
+        self._check_per_edge(weights, "weights")
         return WeightIndex(self._csc, weights)
+
+    def _check_per_edge(self, values: Mapping[EdgeType | None, np.ndarray], what: str) -> None:
+        """Each edge type's ``values`` are one per edge.
+
+        Raises:
+            InvalidRequestError: they are not (named by edge type and ``what``).
+        """
+        for edge_type, array in values.items():
+            expected = self.snapshot.edges[edge_type].num_edges
+            if array.shape != (expected,):
+                raise InvalidRequestError(f"edge type {edge_type!r} has {expected} edges but {array.shape[0]} {what}")
 
     @property
     def num_nodes(self) -> int | dict[NodeType, int]:

@@ -293,13 +293,14 @@ def _read_relationships(
     src, rel, dst = edge_type
     features = spec.relationship_features.get(edge_type, {})
     props = ", ".join(f"r.{quoted(p)}" for p in features.values())
+    collect_props = f", collect([{props}]) AS p" if features else ""  # no empty list per edge
     # One record per source node with its targets' keys in a list: the driver decodes a list
     # far faster than as many records. The subquery collects per node, so Neo4j streams the
     # records instead of grouping every relationship in memory first.
     rows = tx.run(
         f"MATCH (a:{quoted(src)}) CALL {{ WITH a MATCH (a)-[r:{quoted(rel)}]->(b:{quoted(dst)}) "
-        f"RETURN collect({key_of(spec.labels[dst].key, 'b')}) AS d, collect([{props}]) AS p }} "
-        f"RETURN {key_of(spec.labels[src].key, 'a')} AS s, d, p"
+        f"RETURN collect({key_of(spec.labels[dst].key, 'b')}) AS d{collect_props} }} "
+        f"RETURN {key_of(spec.labels[src].key, 'a')} AS s, d{', p' if features else ''}"
     )
     src_index, dst_index = pd.Index(keys[src]), pd.Index(keys[dst])
     pages: list[np.ndarray] = []
@@ -321,8 +322,7 @@ def _read_relationships(
                 f"relationship type {rel!r} ({src} -> {dst})", prop, page,
                 lambda i: f"relationship {ends[i]!r} -> {targets[i]!r}", "relationship",
             ))
-        sources.clear(), degrees.clear(), targets.clear()
-        for page in values:
+        for page in (sources, degrees, targets, *values):
             page.clear()
 
     with tqdm(desc=",".join(edge_type), unit="edges", unit_scale=True, disable=not progress) as bar:
