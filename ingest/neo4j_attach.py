@@ -245,19 +245,33 @@ def _read_graph(
         total = tx.run(f"MATCH (n:{quoted(label)}) RETURN count(n) AS n").single()["n"]
         props = ", ".join(f"n.{quoted(p)}" for p in entry.features.values())
         rows = tx.run(f"MATCH (n:{quoted(label)}) RETURN {key_of(entry.key, 'n')} AS key, [{props}] AS props")
-        key_list, columns = [], [[] for _ in entry.features]
+        key_list: list[Any] = []
+        pages: list[list[Tensor]] = [[] for _ in entry.features]
+        values: list[list[Any]] = [[] for _ in entry.features]
+
+        def flush() -> None:  # a page's property values become tensors at once (a list of floats: 8x)
+            first = len(key_list) - len(values[0])  # a spec names at least one feature
+            for (name, prop), page, column in zip(entry.features.items(), pages, values if values[0] else ()):
+                page.append(_feature(f"label {label!r}", prop, column, lambda i: f"node {key_list[first + i]!r}"))
+            for column in values:
+                column.clear()
+
+        held = 0  # property values held as Python objects (a list counts its items)
         for record in tqdm(rows, total=total, desc=label, unit="nodes", unit_scale=True, disable=not progress):
             key_list.append(record["key"])
-            for column, value in zip(columns, record["props"]):
+            for column, value in zip(values, record["props"]):
                 column.append(value)
+                held += len(value) if isinstance(value, list) else 1
+            if held >= PAGE_VALUES:
+                flush()
+                held = 0
+        flush()
         if not key_list:
             raise InvalidRequestError(f"label {label!r} has no nodes in Neo4j; leave it out of the spec")
         keys[label] = _keys(label, entry.key, key_list)
         data[label].num_nodes = len(key_list)
-        for (name, prop), column in zip(entry.features.items(), columns):
-            data[label][name] = _feature(
-                f"label {label!r}", prop, column, lambda i, k=keys[label]: f"node {k[i]!r}"
-            )
+        for (name, prop), page in zip(entry.features.items(), pages):
+            data[label][name] = _joined(f"label {label!r}, property {prop!r}", page)
         report.nodes[label] = len(key_list)
     for edge_type in spec.relationships:
         edges = _read_relationships(tx, spec, edge_type, keys, progress)
@@ -268,9 +282,11 @@ def _read_graph(
     return data, keys, report
 
 
-PAGE_EDGES = 1 << 18
-"""Relationships read into Python objects before they become arrays: the keys of a page are
-resolved to positions at once, so memory holds ~16 bytes an edge, not a Python key each."""
+PAGE_VALUES = 1 << 18
+"""Values read into Python objects before they become arrays (a list property counts its
+items, a relationship its target key): a page's property values become tensors and its
+relationships' keys positions at once, so memory holds the arrays (~16 bytes an edge, 4 a
+float), not a Python object per value."""
 
 
 @dataclass
@@ -325,6 +341,7 @@ def _read_relationships(
         for page in (sources, degrees, targets, *values):
             page.clear()
 
+    held = 0
     with tqdm(desc=",".join(edge_type), unit="edges", unit_scale=True, disable=not progress) as bar:
         for record in rows:
             found = record["d"]
@@ -334,9 +351,12 @@ def _read_relationships(
             for properties in record["p"] if features else ():
                 for page, value in zip(values, properties):
                     page.append(value)
+                    held += len(value) if isinstance(value, list) else 1
+            held += len(found)
             bar.update(len(found))
-            if len(targets) >= PAGE_EDGES:
+            if held >= PAGE_VALUES:
                 flush()
+                held = 0
         flush()
     edge_index = torch.from_numpy(np.concatenate(pages, axis=1)).long().reshape(2, -1)
     return _Relationships(edge_index, {
@@ -354,7 +374,7 @@ def _joined(what: str, pages: list[Tensor]) -> Tensor:
     pages = [t for t in pages if t.shape[0]]
     shapes = {tuple(t.shape[1:]) for t in pages}
     if len(shapes) > 1:
-        raise InvalidRequestError(f"{what}: lists of {sorted(s[0] for s in shapes)} values; every relationship needs one length")
+        raise InvalidRequestError(f"{what}: lists of {sorted(s[0] for s in shapes)} values; every one needs one length")
     dtypes = {t.dtype for t in pages}
     if torch.bool in dtypes and len(dtypes) > 1:
         raise InvalidRequestError(f"{what}: booleans beside numbers; use one kind")

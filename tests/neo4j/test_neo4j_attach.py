@@ -254,7 +254,7 @@ def test_a_key_that_does_not_fit_is_named(neo4j_clean: tuple, tmp_path: Path, cr
         read_neo4j_graph(uri, auth, read_spec(spec))
 
 
-def test_relationships_read_in_small_pages_give_the_same_graph(
+def test_nodes_and_relationships_read_in_small_pages_give_the_same_graph(
     neo4j_clean: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uri, auth = neo4j_clean
@@ -263,8 +263,12 @@ def test_relationships_read_in_small_pages_give_the_same_graph(
     spec_file.write_text(SPEC)
     spec = read_spec(spec_file)
     whole, _, _ = read_neo4j_graph(uri, auth, spec)
-    monkeypatch.setattr(neo4j_attach, "PAGE_EDGES", 7)
+    monkeypatch.setattr(neo4j_attach, "PAGE_VALUES", 7)
     paged, _, report = read_neo4j_graph(uri, auth, spec)
+    for label in ("Person", "Movie"):  # node properties in pages of 7 nodes too
+        for name in ("x", "age", "vip") if label == "Person" else ("year", "score"):
+            assert torch.equal(paged[label][name], whole[label][name]), (label, name)
+            assert paged[label][name].dtype == whole[label][name].dtype
     for edge_type in whole.edge_types:
         assert torch.equal(paged[edge_type].edge_index, whole[edge_type].edge_index), edge_type
         assert report.edges[edge_type] == whole[edge_type].edge_index.shape[1]
