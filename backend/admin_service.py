@@ -1,7 +1,7 @@
 """AdminService: what the server holds (Info) and how it is doing (Stats)."""
 from __future__ import annotations
 
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 
 import grpc
 from torch_geometric.data import FeatureStore
@@ -20,7 +20,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     """AdminService over the served graph's summary, feature store and metrics.
 
     Args:
-        summary: node and edge counts and the version sampling reads.
+        summary: the newest node and edge counts and the versions sampling reads.
         feature_store: the feature store (for its schema).
         metrics: the counters the metrics interceptor fills.
         graph_backend: ``"kuzu"`` or ``"neo4j"``.
@@ -30,7 +30,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
 
     def __init__(
         self,
-        summary: GraphSummary,
+        summary: Callable[[], GraphSummary],
         feature_store: FeatureStore,
         metrics: Metrics,
         *,
@@ -50,13 +50,14 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     ) -> admin_pb2.InfoResponse:
         """Node types, edge types, counts, feature schema and the graph version sampling reads."""
         with translate_errors(context, "AdminService.Info"):
-            summary = self._summary
+            summary = self._summary()
             reply = admin_pb2.InfoResponse(
                 server_version=__version__,
                 graph_backend=self._graph_backend,
                 features=schema_to_proto(self._features),
                 snapshot_version=summary.version,
                 max_message_bytes=self._max_message_bytes,
+                graph_version=summary.graph_version,
             )
             for node_type, count in summary.num_nodes.items():
                 reply.node_types.add(node_type=node_type_to_proto(node_type), num_nodes=count)

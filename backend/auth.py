@@ -41,6 +41,7 @@ METHOD_ROLES: dict[str, str] = {
     **{f"{_SERVICE}FeatureService/{m}": "writer" for m in ("Put", "Remove")},
     **{f"{_SERVICE}GraphService/{m}": "reader"
        for m in ("ListEdgeAttrs", "GetEdgeIndex", "SampleFromNodes", "SampleFromEdges", "HotNodes")},
+    f"{_SERVICE}GraphService/WriteGraph": "writer",
     **{f"{_SERVICE}IdMapService/{m}": "reader" for m in ("ToIds", "ToKeys")},
     f"{_SERVICE}AdminService/Info": "reader",
     f"{_SERVICE}AdminService/Stats": "admin",

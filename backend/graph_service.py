@@ -14,7 +14,8 @@ from gnnstore.backend.metrics import SERVICE_PREFIX, Metrics
 from gnnstore.backend.data_plane import DataPlane
 from gnnstore.backend.segment_mappings import ReplySegments
 from gnnstore.backend.sampling_runner import SamplingRunner
-from gnnstore.backend.served_data import UNKNOWN_EDGE_COUNT, GraphSummary
+from gnnstore.backend.graph_writes import WriteApplier
+from gnnstore.backend.served_data import UNKNOWN_EDGE_COUNT, GraphSummary, SampledVersion
 from gnnstore.proto import graph_pb2, graph_pb2_grpc
 from gnnstore.proto.codec import (
     describe,
@@ -58,6 +59,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         metrics: where the bytes replies write into clients' reply segments are counted.
         segments: the clients' reply segments, mapped for reuse.
         data_plane: where large payloads wait for their client (``None``: none travels apart).
+        writer: applies graph writes (``None``: this server takes none, e.g. live Neo4j sampling).
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         metrics: Metrics | None = None,
         segments: ReplySegments | None = None,
         data_plane: DataPlane | None = None,
+        writer: WriteApplier | None = None,
     ) -> None:
         self._graph = graph_store
         self._graph_lock = threading.Lock()
@@ -78,6 +81,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         self._segments = ReplySegments() if segments is None else segments
         self._metrics = metrics
         self._data_plane = data_plane
+        self._writer = writer
 
     def ListEdgeAttrs(
         self, request: graph_pb2.ListEdgeAttrsRequest, context: grpc.ServicerContext
@@ -155,30 +159,43 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             ids = ranking.top(node_type_from_proto(request.node_type), request.k)
             return graph_pb2.HotNodesResponse(ids=tensor_to_proto(ids), version=ranking.version)
 
+    def WriteGraph(
+        self, request: graph_pb2.WriteGraphRequest, context: grpc.ServicerContext
+    ) -> graph_pb2.WriteGraphResponse:
+        """Add nodes and add or remove edges atomically and durably: the next graph version."""
+        with translate_errors(context, "GraphService.WriteGraph"):
+            if self._writer is None:
+                raise PreconditionError(
+                    "this server samples live from Neo4j and takes no graph writes; write to Neo4j itself"
+                )
+            return self._writer.write(request)
+
     def _sample_from_nodes(
         self, request: graph_pb2.SampleFromNodesRequest, peer: str
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         options = request.options
-        segment, refused = self._writer(request)
+        version = self._runner.version(options.graph_version if options.HasField("graph_version") else None)
+        segment, refused = self._reply_writer(request)
         out = self._runner.sample_from_nodes(
             node_input_from_proto(request), num_neighbors_from_proto(options), **_sampling_flags(options),
-            allocate=None if segment is None else segment.empty,
+            version=version, allocate=None if segment is None else segment.empty,
         )
-        return self._reply(out, request, "SampleFromNodes", segment, refused, peer)
+        return self._reply(out, request, "SampleFromNodes", segment, refused, peer, version)
 
     def _sample_from_edges(
         self, request: graph_pb2.SampleFromEdgesRequest, peer: str
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         options = request.options
         inputs, neg_sampling = edge_input_from_proto(request)
-        segment, refused = self._writer(request)
+        version = self._runner.version(options.graph_version if options.HasField("graph_version") else None)
+        segment, refused = self._reply_writer(request)
         out = self._runner.sample_from_edges(
             inputs, neg_sampling, num_neighbors_from_proto(options), **_sampling_flags(options),
-            allocate=None if segment is None else segment.empty,
+            version=version, allocate=None if segment is None else segment.empty,
         )
-        return self._reply(out, request, "SampleFromEdges", segment, refused, peer)
+        return self._reply(out, request, "SampleFromEdges", segment, refused, peer, version)
 
-    def _writer(
+    def _reply_writer(
         self, request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest
     ) -> tuple[ArrayWriter | None, str]:
         """Where the reply's arrays go, and why the request's reply segment was refused if it
@@ -201,12 +218,14 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         segment: ArrayWriter | None,
         refused: str,
         peer: str,
+        version: SampledVersion,
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """The sample's reply to ``peer``, its arrays in ``segment`` when there is one, else in a
         payload after it or, for a large one, on the data port."""
         reply = output_to_proto(out, segment)
+        reply.graph_version = version.version
         rows_wanted = feature_request_from_proto(request.features)
-        rows = self._runner.gather_rows(out, rows_wanted, segment) if rows_wanted.attrs else []
+        rows = self._runner.gather_rows(out, rows_wanted, version, segment) if rows_wanted.attrs else []
         reply.features.extend(node_rows_to_proto(r, segment) for r in rows)
         if isinstance(segment, ReplyWriter):
             reply.reply_segment.CopyFrom(segment.use())

@@ -27,10 +27,10 @@ from torch_geometric.sampler import (
 from torch_geometric.typing import NodeType
 
 from gnnstore.backend.degree_ranking import DegreeRanking
-from gnnstore.backend.served_data import SamplerFactory, SamplerRequest
+from gnnstore.backend.served_data import SampledVersion, SamplerRequest, VersionLookup
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import edge_ends
-from gnnstore.backend.work_budget import GraphBounds, sampled_edges_bound
+from gnnstore.backend.work_budget import sampled_edges_bound
 from gnnstore.proto.codec import describe
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.common.allocate import Allocate
@@ -74,36 +74,42 @@ class _SeededNegativeSampling(NegativeSampling):
 
 
 class SamplingRunner:
-    """Sampling requests over one engine, and the feature rows of what they sampled.
+    """Sampling requests over the served graph versions, and the feature rows of what they sampled.
 
     Args:
-        make_sampler: builds the PyG sampler of one request from its options.
+        sampling: the graph version a request names, with its bounds and sampler factory.
         feature_store: where rows of sampled nodes are read (the read tier over the store).
         limits: per-request limits.
-        bounds: the graph's sizes the work bound of a request is computed from.
         ranking: the out-degree ranking clients' hot sets come from (``None``: no snapshot,
             so hot prefixes are ignored and those rows are sent).
     """
 
     def __init__(
         self,
-        make_sampler: SamplerFactory,
+        sampling: VersionLookup,
         feature_store: TieredFeatureStore,
         limits: SamplingLimits,
-        bounds: GraphBounds,
         ranking: DegreeRanking | None = None,
     ) -> None:
-        self._make_sampler = make_sampler
+        self._sampling = sampling
         self._features = feature_store
         self._limits = limits
-        self._bounds = bounds
         self.ranking = ranking
+
+    def version(self, requested: int | None) -> SampledVersion:
+        """The graph version a request reads (``None``: the newest).
+
+        Raises:
+            NotFoundError: no such version.
+        """
+        return self._sampling(requested)
 
     def sample_from_nodes(
         self,
         inputs: NodeSamplerInput,
         num_neighbors: NeighborCounts,
         *,
+        version: SampledVersion,
         replace: bool,
         disjoint: bool,
         seed: int | None,
@@ -111,7 +117,8 @@ class SamplingRunner:
         weight_attr: str | None = None,
         allocate: Allocate | None = None,
     ) -> SamplerOutput | HeteroSamplerOutput:
-        """PyG's ``sample_from_nodes`` around global seed ids; metadata ``(input_id, time)``.
+        """PyG's ``sample_from_nodes`` around global seed ids of graph ``version``; metadata
+        ``(input_id, time)``.
         ``allocate`` makes the output id tensors where the sampler can (e.g. a reply segment);
         ``weight_attr`` names the edge attribute to sample by weight.
 
@@ -122,8 +129,8 @@ class SamplingRunner:
         """
         self._check(inputs.node.numel(), "seed nodes", num_neighbors)
         disjoint = disjoint or temporal is not None
-        self._check_work({inputs.input_type: inputs.node.numel()}, num_neighbors, replace, disjoint)
-        sampler = self._make_sampler(
+        self._check_work(version, {inputs.input_type: inputs.node.numel()}, num_neighbors, replace, disjoint)
+        sampler = version.make_sampler(
             SamplerRequest(num_neighbors, replace, disjoint, seed, allocate, temporal, weight_attr)
         )
         return sampler.sample_from_nodes(inputs)
@@ -134,6 +141,7 @@ class SamplingRunner:
         neg_sampling: NegativeSampling | None,
         num_neighbors: NeighborCounts,
         *,
+        version: SampledVersion,
         replace: bool,
         disjoint: bool,
         seed: int | None,
@@ -142,7 +150,7 @@ class SamplingRunner:
         allocate: Allocate | None = None,
     ) -> SamplerOutput | HeteroSamplerOutput:
         """PyG's ``sample_from_edges``: positives, negatives and metadata with local indices;
-        ``allocate`` and ``weight_attr`` as for ``sample_from_nodes``.
+        ``version``, ``allocate`` and ``weight_attr`` as for ``sample_from_nodes``.
 
         Raises:
             InvalidRequestError: no links, too many, an id out of range, or absurd fanouts.
@@ -155,12 +163,12 @@ class SamplingRunner:
         src, dst = edge_ends(inputs.input_type)
         seeds = {src: 2 * links} if src == dst else {src: links, dst: links}  # both ends of each link
         disjoint = disjoint or temporal is not None
-        self._check_work(seeds, num_neighbors, replace, disjoint)
+        self._check_work(version, seeds, num_neighbors, replace, disjoint)
         if neg_sampling is not None:
             generator = torch.Generator()
             generator.manual_seed(int(torch.randint(1 << 62, ())) if seed is None else seed)
             neg_sampling = _SeededNegativeSampling(neg_sampling, generator)
-        sampler = self._make_sampler(
+        sampler = version.make_sampler(
             SamplerRequest(num_neighbors, replace, disjoint, seed, allocate, temporal, weight_attr)
         )
         return sampler.sample_from_edges(inputs, neg_sampling)
@@ -169,6 +177,7 @@ class SamplingRunner:
         self,
         out: SamplerOutput | HeteroSamplerOutput,
         request: RowRequest,
+        version: SampledVersion,
         segment: ArrayWriter | None = None,
     ) -> list[NodeRows]:
         """Rows of ``request.attrs`` for the sampled nodes the client lacks, and of its edge
@@ -186,7 +195,7 @@ class SamplingRunner:
             if group in sampled:
                 wanted.setdefault(group, []).append(name)
         ids_of = {group: sampled[group].numpy() for group in wanted}
-        lacking = {group: self._lacking(group, ids_of[group], request) for group in wanted}
+        lacking = {group: self._lacking(group, ids_of[group], request, version) for group in wanted}
         empty = None if segment is None else segment.empty
         row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._features.tensor_schema()}
         node_groups = {g: names for g, names in wanted.items() if not is_edge_group(g)}
@@ -213,7 +222,7 @@ class SamplingRunner:
             for g, names in wanted.items()
         ]
 
-    def _lacking(self, group: object, ids: np.ndarray, request: RowRequest) -> np.ndarray:
+    def _lacking(self, group: object, ids: np.ndarray, request: RowRequest, version: SampledVersion) -> np.ndarray:
         """Which entries of the node list ``ids`` the client lacks (a mask): those neither in
         its hot prefix nor known (every edge: edge rows are not cached)."""
         keep = np.ones(ids.shape[0], dtype=bool)
@@ -222,13 +231,15 @@ class SamplingRunner:
         prefix = request.hot.get(group)
         if prefix is not None and prefix.count:
             if self.ranking is not None and prefix.version == self.ranking.version:
-                keep &= ~self.ranking.hot_mask(group, prefix.count)[ids]
+                hot = self.ranking.hot_mask(group, prefix.count)
+                inside = ids < hot.shape[0]  # nodes added by graph writes are never in the hot set
+                keep[inside] &= ~hot[ids[inside]]
             else:
                 logger.debug("hot prefix of version %r ignored: the ranking differs", prefix.version)
         known = request.known.get(group)
         if known is not None and known.numel():
             known = known.numpy()
-            count = self._bounds.num_nodes.get(group, 0)
+            count = version.bounds.num_nodes.get(group, 0)
             low, high = int(known.min()), int(known.max())
             if low < 0 or high >= count:
                 raise InvalidRequestError(
@@ -239,11 +250,16 @@ class SamplingRunner:
         return keep
 
     def _check_work(
-        self, seeds: dict[NodeType | None, int], num_neighbors: NeighborCounts, replace: bool, disjoint: bool
+        self,
+        version: SampledVersion,
+        seeds: dict[NodeType | None, int],
+        num_neighbors: NeighborCounts,
+        replace: bool,
+        disjoint: bool,
     ) -> None:
         """Refuse a request whose sample could pass ``max_sample_edges``, before sampling."""
         per_type = _per_edge_type(num_neighbors)
-        bound = sampled_edges_bound(seeds, per_type, self._bounds, replace=replace, disjoint=disjoint)
+        bound = sampled_edges_bound(seeds, per_type, version.bounds, replace=replace, disjoint=disjoint)
         limit = self._limits.max_sample_edges
         if bound > limit:
             raise ResourceExhaustedError(

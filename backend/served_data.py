@@ -9,6 +9,7 @@ says what to do.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,8 +20,10 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.feature_tier import FeatureTier
+from gnnstore.backend.graph_versions import GraphVersions
+from gnnstore.backend.graph_write_log import WriteLog
 from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler
-from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.backend.sampler import SnapshotNeighborSampler
 from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.temporal_index import TemporalIndexes
 from gnnstore.backend.weight_index import WeightIndexes
@@ -29,10 +32,10 @@ from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import edge_ends
 from gnnstore.backend.work_budget import GraphBounds
 from gnnstore.config import ServerConfig
-from gnnstore.common.errors import GnnStoreError, InvalidRequestError, PreconditionError
+from gnnstore.common.errors import GnnStoreError, InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.common.allocate import Allocate
 from gnnstore.proto.sample_codec import NeighborCounts
-from gnnstore.stores.data_dir import FEATURE_TIER, FEATURES, GRAPH, IDMAP, SNAPSHOTS, Stores, open_stores
+from gnnstore.stores.data_dir import FEATURE_TIER, FEATURES, GRAPH, GRAPH_WRITES, IDMAP, SNAPSHOTS, Stores, open_stores
 from gnnstore.stores.id_map import IdMap
 from gnnstore.stores.neo4j_attached import AttachedNeo4jGraph, AttachedSchema
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
@@ -69,6 +72,25 @@ SamplerFactory = Callable[[SamplerRequest], BaseSampler]
 
 
 @dataclass(frozen=True)
+class SampledVersion:
+    """One graph version as sampling requests read it.
+
+    Attributes:
+        version: the graph version (0: the snapshot as built; each graph write makes the next).
+        bounds: the sizes a request's work bound is computed from.
+        make_sampler: builds the PyG sampler of one request from its options.
+    """
+
+    version: int
+    bounds: GraphBounds
+    make_sampler: SamplerFactory
+
+
+VersionLookup = Callable[[int | None], SampledVersion]
+"""The graph version a request names (``None``: the newest)."""
+
+
+@dataclass(frozen=True)
 class GraphSummary:
     """What Info and the start-up line report about the served graph.
 
@@ -77,33 +99,48 @@ class GraphSummary:
         num_edges: edge type → count (``UNKNOWN_EDGE_COUNT`` under live sampling).
         version: the graph version sampling reads (the snapshot's, or the live store's).
         sampling: ``"snapshot"`` or ``"live"``.
+        graph_version: the newest version graph writes made (0: none).
     """
 
     num_nodes: dict[NodeType | None, int]
     num_edges: dict[EdgeType | None, int]
     version: str
     sampling: str
+    graph_version: int = 0
 
 
 @dataclass
 class ServedData:
-    """The open stores, how to build a sampler per request, and the feature reads' front door.
+    """The open stores, the graph versions to sample, and the feature reads' front door.
 
     Attributes:
         stores: feature store, graph store and id map (``close()`` releases them).
-        summary: node and edge counts and the graph version.
-        make_sampler: builds the PyG sampler of one request from its options.
+        summary: node and edge counts and the graph version (of the snapshot as built).
+        sampling: the version a request samples, with its bounds and sampler factory.
         feature_reader: reads from the memory-mapped tier, writes through to RocksDB.
-        bounds: the sizes a request's work bound is computed from.
         ranking: nodes by out-degree for clients' hot sets (``None`` under live sampling).
+        versions: the snapshot's versions, which graph writes add to (``None`` under live
+            sampling, which takes no writes).
     """
 
     stores: Stores
     summary: GraphSummary
-    make_sampler: SamplerFactory
+    sampling: VersionLookup
     feature_reader: TieredFeatureStore
-    bounds: GraphBounds
     ranking: DegreeRanking | None = None
+    versions: GraphVersions | None = None
+
+    def summary_now(self) -> GraphSummary:
+        """``summary`` with the newest graph version's node and edge counts."""
+        if self.versions is None or not self.versions.newest:
+            return self.summary
+        view = self.versions.view()
+        return dataclasses.replace(
+            self.summary,
+            num_nodes=dict(view.snapshot.num_nodes),
+            num_edges={et: topology.num_edges for et, topology in view.snapshot.edges.items()},
+            graph_version=view.version,
+        )
 
     @property
     def graph_store(self) -> Any:
@@ -130,19 +167,18 @@ def open_served_data(config: ServerConfig) -> ServedData:
     stores = _open_stores(config)
     try:
         counts = _node_counts(stores)
-        ranking = None
+        ranking = versions = None
         if config.graph_backend == "neo4j" and config.neo4j_sampling == "live":
-            summary, make_sampler = _live(stores.graph_store, counts)
-            bounds = GraphBounds(summary.num_nodes, summary.num_edges, unknown_degree=config.max_fanout)
+            summary, sampling = _live(stores.graph_store, counts, config.max_fanout)
         else:
-            summary, make_sampler, ranking, bounds = _snapshot(stores, config, counts)
+            summary, sampling, ranking, versions = _snapshot(stores, config, counts)
         tier = FeatureTier(config.data_dir / FEATURE_TIER)
         tier.refresh(stores.feature_store)
     except BaseException:
         stores.close()
         raise
     return ServedData(
-        stores, summary, make_sampler, TieredFeatureStore(stores.feature_store, tier), bounds, ranking
+        stores, summary, sampling, TieredFeatureStore(stores.feature_store, tier), ranking, versions
     )
 
 
@@ -209,23 +245,37 @@ def _open_attached(config: ServerConfig, auth: tuple[str, str] | None, schema: A
 
 def _snapshot(
     stores: Stores, config: ServerConfig, counts: dict[NodeType | None, int]
-) -> tuple[GraphSummary, SamplerFactory, DegreeRanking, GraphBounds]:
-    """Sampling from a memory-mapped snapshot of the graph store's current version (temporal
-    sampling by node times, weighted sampling by edge weights, both read from the feature store)."""
+) -> tuple[GraphSummary, VersionLookup, DegreeRanking, GraphVersions]:
+    """Sampling from a memory-mapped snapshot of the graph store's current version and the graph
+    writes logged over it (temporal sampling by node times, weighted sampling by edge weights,
+    both read from the feature store, on the snapshot as built)."""
     snapshot = build_snapshot(stores.graph_store, config.data_dir / SNAPSHOTS, num_nodes=counts)
-    engine = SamplingEngine(snapshot)
-    temporal_indexes = TemporalIndexes(engine, stores.feature_store)
-    weight_indexes = WeightIndexes(engine, stores.feature_store)
+    log = WriteLog(config.data_dir / GRAPH_WRITES, snapshot.version, read_only=config.read_only)
+    versions = GraphVersions(snapshot, log)
+    base = versions.view(0).engine
+    temporal_indexes = TemporalIndexes(base, stores.feature_store)
+    weight_indexes = WeightIndexes(base, stores.feature_store)
 
-    def make_sampler(request: SamplerRequest) -> BaseSampler:
-        temporal = request.temporal
-        return SnapshotNeighborSampler(
-            engine, request.num_neighbors, replace=request.replace, disjoint=request.disjoint,
-            seed=request.seed, allocate=request.allocate,
-            temporal=None if temporal is None else temporal_indexes.get(temporal.time_attr),
-            temporal_strategy="uniform" if temporal is None else temporal.strategy,
-            weights=None if request.weight_attr is None else weight_indexes.get(request.weight_attr),
-        )
+    def sampling(version: int | None) -> SampledVersion:
+        view = versions.view(version)
+
+        def make_sampler(request: SamplerRequest) -> BaseSampler:
+            temporal = request.temporal
+            if view.version and (temporal is not None or request.weight_attr is not None):
+                raise InvalidRequestError(
+                    f"temporal and weighted sampling read graph version 0 (the snapshot as built), and "
+                    f"graph writes made version {view.version}; ask for version 0, or rebuild the store "
+                    "with `gnnstore ingest` to take the writes in"
+                )
+            return SnapshotNeighborSampler(
+                view.engine, request.num_neighbors, replace=request.replace, disjoint=request.disjoint,
+                seed=request.seed, allocate=request.allocate,
+                temporal=None if temporal is None else temporal_indexes.get(temporal.time_attr),
+                temporal_strategy="uniform" if temporal is None else temporal.strategy,
+                weights=None if request.weight_attr is None else weight_indexes.get(request.weight_attr),
+            )
+
+        return SampledVersion(view.version, view.bounds, make_sampler)
 
     summary = GraphSummary(
         dict(snapshot.num_nodes),
@@ -233,12 +283,12 @@ def _snapshot(
         snapshot.version,
         "snapshot",
     )
-    return summary, make_sampler, DegreeRanking(snapshot), GraphBounds.of_snapshot(snapshot)
+    return summary, sampling, DegreeRanking(snapshot), versions
 
 
 def _live(
-    graph_store: Neo4jGraphStore | AttachedNeo4jGraph, counts: dict[NodeType | None, int]
-) -> tuple[GraphSummary, SamplerFactory]:
+    graph_store: Neo4jGraphStore | AttachedNeo4jGraph, counts: dict[NodeType | None, int], max_fanout: int
+) -> tuple[GraphSummary, VersionLookup]:
     """Sampling inside Neo4j, one query per hop and edge type: every batch sees the graph now."""
     edge_types: list[EdgeType | None] = []
     for attr in graph_store.get_all_edge_attrs():
@@ -263,7 +313,16 @@ def _live(
     summary = GraphSummary(
         counts, {et: UNKNOWN_EDGE_COUNT for et in edge_types}, str(graph_store.version()), "live"
     )
-    return summary, make_sampler
+    live = SampledVersion(0, GraphBounds(summary.num_nodes, summary.num_edges, unknown_degree=max_fanout), make_sampler)
+
+    def sampling(version: int | None) -> SampledVersion:
+        if version:
+            raise NotFoundError(
+                f"graph version {version} does not exist: live Neo4j sampling reads the database as it is now"
+            )
+        return live
+
+    return summary, sampling
 
 
 def _node_counts(stores: Stores) -> dict[NodeType | None, int]:

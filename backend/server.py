@@ -28,6 +28,7 @@ from gnnstore.backend.auth import AuthInterceptor, TokenTable, identify, load_to
 from gnnstore.backend.fair_scheduler import FairScheduler
 from gnnstore.backend.feature_service import FeatureServicer
 from gnnstore.backend.graph_service import GraphServicer
+from gnnstore.backend.graph_writes import WriteApplier
 from gnnstore.backend.idmap_service import IdMapServicer
 from gnnstore.backend.metrics import Metrics, MetricsInterceptor
 from gnnstore.backend.prometheus_endpoint import ServerGauges, start_metrics_endpoint
@@ -248,7 +249,7 @@ class GnnStoreServer:
         limits = SamplingLimits(
             config.max_seeds, config.max_hops, config.max_fanout, config.max_sample_edges, config.max_reply_bytes
         )
-        runner = SamplingRunner(data.make_sampler, data.feature_reader, limits, data.bounds, data.ranking)
+        runner = SamplingRunner(data.sampling, data.feature_reader, limits, data.ranking)
         self._sampling = FairScheduler(sampling_threads(config))
         logger.info(
             "sampling on %d thread(s), at most %d for one client", self._sampling.threads, self._sampling.per_client
@@ -262,14 +263,15 @@ class GnnStoreServer:
         segments = self._segments = ReplySegments()
         graph_pb2_grpc.add_GraphServiceServicer_to_server(
             GraphServicer(
-                data.graph_store, runner, self._sampling, data.summary, self.metrics, segments, self.data_plane
+                data.graph_store, runner, self._sampling, data.summary, self.metrics, segments, self.data_plane,
+                WriteApplier(data.versions, data.id_map) if data.versions is not None else None,
             ),
             server,
         )
         idmap_pb2_grpc.add_IdMapServiceServicer_to_server(IdMapServicer(data.id_map), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminServicer(
-                data.summary,
+                data.summary_now,
                 data.feature_reader,
                 self.metrics,
                 graph_backend=config.graph_backend,

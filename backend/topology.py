@@ -236,8 +236,8 @@ class TopologySnapshot:
             raise PreconditionError(f"no topology snapshot at {path}: {META_FILE} is missing")
         try:
             meta = json.loads(meta_file.read_text())
-            num_nodes = {_node_type(e["name"]): int(e["num_nodes"]) for e in meta["node_types"]}
-            specs = [(_edge_type(e["edge_type"]), e) for e in meta["edge_types"]]
+            num_nodes = {node_type_from_json(e["name"]): int(e["num_nodes"]) for e in meta["node_types"]}
+            specs = [(edge_type_from_json(e["edge_type"]), e) for e in meta["edge_types"]]
             version, built_at = str(meta["version"]), float(meta["built_at"])
         except (ValueError, KeyError, TypeError) as exc:
             raise MalformedFileError(f"{meta_file}: not a snapshot description ({exc})") from None
@@ -296,13 +296,13 @@ def _check_sizes(topo: EdgeTopology, stem: Path) -> None:
         raise MalformedFileError(f"{stem}.*.npy: array sizes disagree with meta.json")
 
 
-def _node_type(name: object) -> NodeType | None:
+def node_type_from_json(name: object) -> NodeType | None:
     if name is None or isinstance(name, str):
         return name
     raise TypeError(f"node type name must be a string or null, got {name!r}")
 
 
-def _edge_type(value: object) -> EdgeType | None:
+def edge_type_from_json(value: object) -> EdgeType | None:
     if value is None:
         return None
     if isinstance(value, list) and len(value) == 3 and all(isinstance(v, str) for v in value):

@@ -10,7 +10,9 @@ the negatives' global ids.
 ``FeatureCache`` warmed with the server's hot nodes) so only misses travel, and
 ``Prefetcher(loader, depth=2)`` makes batches ahead while the trainer computes, measuring the
 trainer's stall per epoch. ``transform=EdgeFeatures(fs)`` adds the stored edge attributes of each
-batch's ``e_id`` (``batch.edge_attr``), brought with the sample.
+batch's ``e_id`` (``batch.edge_attr``), brought with the sample. ``GraphWriter(fs)`` adds nodes
+and adds or removes edges while trainers sample: each write is a new graph version, which a
+sampler reads from its next epoch (``RemoteNeighborSampler.switch_version``).
 """
 from gnnstore.client.admin import (
     ClientStats,
@@ -26,6 +28,7 @@ from gnnstore.client.connect import connect
 from gnnstore.client.edge_features import EdgeFeatures
 from gnnstore.client.feature_cache import POLICY_NAMES, CacheStats, FeatureCache
 from gnnstore.client.feature_exchange import FeatureExchange
+from gnnstore.client.graph_writer import GraphWrite, GraphWriter
 from gnnstore.client.hot_set import warm_hot_set
 from gnnstore.client.prefetch import EpochTiming, Prefetcher
 from gnnstore.client.ranks import split_for_rank
@@ -46,6 +49,8 @@ __all__ = [
     "EpochTiming",
     "FeatureCache",
     "FeatureExchange",
+    "GraphWrite",
+    "GraphWriter",
     "MethodStats",
     "Prefetcher",
     "RemoteFeatureStore",

@@ -16,7 +16,8 @@ from gnnstore.common.errors import ServerUnavailableError
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """A server's graph: node and edge counts per type, feature schema, snapshot version."""
+    """A server's graph: node and edge counts per type (of its newest graph version), feature
+    schema, snapshot version and newest graph version (0 until a graph write)."""
 
     server_version: str
     graph_backend: str
@@ -25,6 +26,7 @@ class ServerInfo:
     features: list[AttrSchema]
     snapshot_version: str
     max_message_bytes: int
+    graph_version: int = 0
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ def server_info(connection: Connection | str) -> ServerInfo:
         features=[attr_schema_from_proto(f) for f in reply.features],
         snapshot_version=reply.snapshot_version,
         max_message_bytes=reply.max_message_bytes,
+        graph_version=reply.graph_version,
     )
 
 

@@ -193,12 +193,15 @@ class EpochState:
         position: batches the trainer has taken, failed ones included.
         claimed: the sampler's ``claimed`` count when the epoch began (its ``seed=`` mode).
         generator_state: the loader's ``generator=`` state when the epoch began, if it has one.
+        graph_version: the graph version the epoch's batches read (``None`` in a state saved
+            before graph versions existed: the resumed epoch reads the newest).
     """
 
     epoch_seed: int
     position: int = 0
     claimed: int = 0
     generator_state: torch.Tensor | None = None
+    graph_version: int | None = None
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> EpochState:
@@ -208,11 +211,14 @@ class EpochState:
             InvalidRequestError: keys or values that no ``state_dict`` makes.
         """
         names = {f.name for f in dataclasses.fields(cls)}
-        if set(state) != names:
+        if not names - {"graph_version"} <= set(state) <= names:
             raise InvalidRequestError(f"an epoch state has the keys {sorted(names)}, got {sorted(state)}")
-        for name in ("epoch_seed", "position", "claimed"):
-            if isinstance(state[name], bool) or not isinstance(state[name], int) or state[name] < 0:
-                raise InvalidRequestError(f"an epoch state's {name} is an int >= 0, got {state[name]!r}")
+        for name in ("epoch_seed", "position", "claimed", "graph_version"):
+            value = state.get(name)
+            if name == "graph_version" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidRequestError(f"an epoch state's {name} is an int >= 0, got {value!r}")
         if state["generator_state"] is not None and not isinstance(state["generator_state"], torch.Tensor):
             raise InvalidRequestError("an epoch state's generator_state is a tensor or None")
         return cls(**state)
@@ -259,10 +265,11 @@ class _ConcurrentEpoch(Generic[T]):
         if resume is None:
             self.state = EpochState(
                 int(torch.randint(1 << 62, ())), 0, self._sampler.claimed,
-                None if generator is None else generator.get_state(),
+                None if generator is None else generator.get_state(), self._sampler.switch_version(),
             )
         else:
             self.state = dataclasses.replace(resume)
+            self.state.graph_version = self._sampler.switch_version(resume.graph_version)
             self._sampler.claimed = resume.claimed
             if generator is not None and resume.generator_state is not None:
                 generator.set_state(resume.generator_state)

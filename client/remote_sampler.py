@@ -37,6 +37,7 @@ from torch_geometric.sampler import (
 )
 from torch_geometric.typing import DEFAULT_REL, EdgeType
 
+from gnnstore.client.admin import server_info
 from gnnstore.client.channel import Connection
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.client.remote_graph_store import RemoteGraphStore
@@ -93,6 +94,11 @@ class RemoteNeighborSampler(BaseSampler):
             per edge), as PyG's ``NeighborSampler(weight_attr=...)``: edges of weight 0 are never
             picked, edge types without it are sampled uniformly, and the weights stay on the
             server. Not together with ``time_attr``.
+
+    Graph writes (``GraphWriter``) make new graph versions. The sampler reads one version: the
+    newest when it first samples, until ``switch_version()`` moves it (a ``Prefetcher`` does
+    that as each epoch begins), so every batch of an epoch comes from one graph. Call
+    ``switch_version()`` before the loader starts worker processes, so they share the version.
     """
 
     def __init__(
@@ -140,6 +146,9 @@ class RemoteNeighborSampler(BaseSampler):
         self._claim_lock = threading.Lock()
         self._canonical_pairs: dict[tuple[str, str], EdgeType] = {}
         """``(src, dst)`` pairs read as edge types: the served graph's types do not change."""
+        self.graph_version: int | None = None
+        """The graph version requests read (``None``: not chosen yet; the first request pins
+        the newest)."""
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -150,6 +159,21 @@ class RemoteNeighborSampler(BaseSampler):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._claim_lock = threading.Lock()
+
+    def switch_version(self, version: int | None = None) -> int:
+        """Read graph ``version`` from now on (default: the server's newest); returns it.
+
+        Raises:
+            InvalidRequestError: a negative version.
+            ServerUnavailableError: the server is unreachable.
+        """
+        if version is None:
+            version = server_info(self.connection).graph_version
+        elif isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise InvalidRequestError(f"version must be an int >= 0 or None, got {version!r}")
+        with self._claim_lock:
+            self.graph_version = version
+        return version
 
     def claim_seed(self) -> int:
         """The seed of the next request, taken now (call in batch order)."""
@@ -237,6 +261,7 @@ class RemoteNeighborSampler(BaseSampler):
             self.num_neighbors, replace=self.replace, disjoint=self.disjoint, seed=seed,
             time_attr=self.time_attr, temporal_strategy=self.temporal_strategy, weight_attr=self.weight_attr,
         ))
+        request.options.graph_version = self._pinned_version()
         if self.feature_store is not None:
             exchange = self.feature_store.exchange
             request.features.CopyFrom(exchange.request(exchange.wanted(self.feature_store.schema()), reads_ahead))
@@ -273,6 +298,18 @@ class RemoteNeighborSampler(BaseSampler):
         if self.feature_store is not None:
             self.feature_store.exchange.deliver(out, rows)
         return out
+
+
+    def _pinned_version(self) -> int:
+        """The version requests read, pinned to the server's newest on first use."""
+        version = self.graph_version
+        if version is None:
+            newest = server_info(self.connection).graph_version
+            with self._claim_lock:  # concurrent first requests agree on one version
+                if self.graph_version is None:
+                    self.graph_version = newest
+                version = self.graph_version
+        return version
 
 
 def _connection(client: str | Connection | RemoteFeatureStore | RemoteGraphStore) -> Connection:

@@ -31,7 +31,7 @@ from gnnstore.ingest.neo4j_attach import attach_neo4j, read_spec
 from gnnstore.ingest.planetoid import RAW_SUFFIXES, load_planetoid
 from gnnstore.ingest.report import IngestReport
 from gnnstore.stores.data_dir import (
-    Stores, clear_ingest_record, open_stores, read_ingest_record, write_ingest_record,
+    Stores, clear_ingest_record, discard_graph_writes, open_stores, read_ingest_record, write_ingest_record,
 )
 from gnnstore.stores.neo4j_attached import AttachedSchema
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
@@ -160,6 +160,9 @@ def run_ingest(
         report = ingest(stores)
         if isinstance(stores.graph_store, ImportFilesGraphStore):
             stores.graph_store.finish()
+    discarded = discard_graph_writes(target.data_dir)  # made over the graph this ingest replaced
+    if discarded:
+        click.echo(f"discarded {discarded} graph write(s) made through the service over the previous graph")
     write_ingest_record(target.data_dir, record)
     click.echo(report.summary())
     if target.neo4j_import_dir is not None:

@@ -32,7 +32,7 @@ class EdgeTypeInfo(_message.Message):
     def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., num_edges: _Optional[int] = ..., num_src_nodes: _Optional[int] = ..., num_dst_nodes: _Optional[int] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("server_version", "graph_backend", "node_types", "edge_types", "features", "snapshot_version", "max_message_bytes")
+    __slots__ = ("server_version", "graph_backend", "node_types", "edge_types", "features", "snapshot_version", "max_message_bytes", "graph_version")
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     GRAPH_BACKEND_FIELD_NUMBER: _ClassVar[int]
     NODE_TYPES_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,7 @@ class InfoResponse(_message.Message):
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_VERSION_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_VERSION_FIELD_NUMBER: _ClassVar[int]
     server_version: str
     graph_backend: str
     node_types: _containers.RepeatedCompositeFieldContainer[NodeTypeInfo]
@@ -47,7 +48,8 @@ class InfoResponse(_message.Message):
     features: _containers.RepeatedCompositeFieldContainer[_common_pb2.TensorSchema]
     snapshot_version: str
     max_message_bytes: int
-    def __init__(self, server_version: _Optional[str] = ..., graph_backend: _Optional[str] = ..., node_types: _Optional[_Iterable[_Union[NodeTypeInfo, _Mapping]]] = ..., edge_types: _Optional[_Iterable[_Union[EdgeTypeInfo, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[_common_pb2.TensorSchema, _Mapping]]] = ..., snapshot_version: _Optional[str] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
+    graph_version: int
+    def __init__(self, server_version: _Optional[str] = ..., graph_backend: _Optional[str] = ..., node_types: _Optional[_Iterable[_Union[NodeTypeInfo, _Mapping]]] = ..., edge_types: _Optional[_Iterable[_Union[EdgeTypeInfo, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[_common_pb2.TensorSchema, _Mapping]]] = ..., snapshot_version: _Optional[str] = ..., max_message_bytes: _Optional[int] = ..., graph_version: _Optional[int] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ()

@@ -23,55 +23,66 @@ _sym_db = _symbol_database.Default()
 
 
 from . import common_pb2 as gnnstore_dot_v1_dot_common__pb2
+from . import idmap_pb2 as gnnstore_dot_v1_dot_idmap__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gnnstore/v1/graph.proto\x12\x0bgnnstore.v1\x1a\x18gnnstore/v1/common.proto\"\x16\n\x14ListEdgeAttrsRequest\"\x9c\x01\n\x0c\x45\x64geAttrInfo\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12\x0e\n\x06layout\x18\x02 \x01(\t\x12\x11\n\tis_sorted\x18\x03 \x01(\x08\x12\x15\n\rnum_src_nodes\x18\x04 \x01(\x03\x12\x15\n\rnum_dst_nodes\x18\x05 \x01(\x03\x12\x11\n\tnum_edges\x18\x06 \x01(\x03\"F\n\x15ListEdgeAttrsResponse\x12-\n\nedge_attrs\x18\x01 \x03(\x0b\x32\x19.gnnstore.v1.EdgeAttrInfo\"g\n\x13GetEdgeIndexRequest\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12\x0e\n\x06layout\x18\x02 \x01(\t\x12\x16\n\x0e\x63hunk_elements\x18\x03 \x01(\x03\"Y\n\x0e\x45\x64geIndexChunk\x12\"\n\x05\x66irst\x18\x01 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12#\n\x06second\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"I\n\x06\x46\x61nout\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12\x15\n\rnum_neighbors\x18\x02 \x03(\x03\"\xe7\x01\n\x0fSamplingOptions\x12\x15\n\rnum_neighbors\x18\x01 \x03(\x03\x12*\n\rper_edge_type\x18\x02 \x03(\x0b\x32\x13.gnnstore.v1.Fanout\x12\x0f\n\x07replace\x18\x03 \x01(\x08\x12\x10\n\x08\x64isjoint\x18\x04 \x01(\x08\x12\x11\n\x04seed\x18\x05 \x01(\x04H\x00\x88\x01\x01\x12\x0f\n\x07no_hops\x18\x06 \x01(\x08\x12\x11\n\ttime_attr\x18\x07 \x01(\t\x12\x19\n\x11temporal_strategy\x18\x08 \x01(\t\x12\x13\n\x0bweight_attr\x18\t \x01(\tB\x07\n\x05_seed\"U\n\tHotPrefix\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\x12\x0f\n\x07version\x18\x03 \x01(\t\"\x96\x01\n\x0e\x46\x65\x61tureRequest\x12)\n\x05\x61ttrs\x18\x01 \x03(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\x12#\n\x05known\x18\x02 \x03(\x0b\x32\x14.gnnstore.v1.NodeIds\x12#\n\x03hot\x18\x03 \x03(\x0b\x32\x16.gnnstore.v1.HotPrefix\x12\x0f\n\x07\x61ligned\x18\x04 \x01(\x08\"F\n\x0fHotNodesRequest\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\t\n\x01k\x18\x02 \x01(\x03\"E\n\x10HotNodesResponse\x12 \n\x03ids\x18\x01 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12\x0f\n\x07version\x18\x02 \x01(\t\"S\n\x0cReplySegment\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\n\n\x02\x66\x64\x18\x02 \x01(\x05\x12\r\n\x05inode\x18\x03 \x01(\x04\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\r\n\x05nonce\x18\x05 \x01(\x0c\"\\\n\x0fReplySegmentUse\x12\x0c\n\x04used\x18\x01 \x01(\x08\x12\x0f\n\x07refused\x18\x02 \x01(\t\x12\x14\n\x0cneeded_bytes\x18\x03 \x01(\x04\x12\x14\n\x0cplaced_bytes\x18\x04 \x01(\x04\"\x84\x03\n\x16SampleFromNodesRequest\x12-\n\x07options\x18\x01 \x01(\x0b\x32\x1c.gnnstore.v1.SamplingOptions\x12)\n\ninput_type\x18\x02 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12!\n\x04node\x18\x03 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12%\n\x08input_id\x18\x04 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12-\n\x08\x66\x65\x61tures\x18\x05 \x01(\x0b\x32\x1b.gnnstore.v1.FeatureRequest\x12\x35\n\rreply_segment\x18\x06 \x01(\x0b\x32\x19.gnnstore.v1.ReplySegmentH\x00\x88\x01\x01\x12\x16\n\x0e\x61\x63\x63\x65pt_payload\x18\x07 \x01(\x08\x12!\n\x04time\x18\x08 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12\x13\n\x0b\x61\x63\x63\x65pt_bulk\x18\t \x01(\x08\x42\x10\n\x0e_reply_segment\"4\n\x14NegativeSamplingSpec\x12\x0c\n\x04mode\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x01\"\xa0\x04\n\x16SampleFromEdgesRequest\x12-\n\x07options\x18\x01 \x01(\x0b\x32\x1c.gnnstore.v1.SamplingOptions\x12)\n\ninput_type\x18\x02 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12%\n\x08input_id\x18\x03 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12 \n\x03row\x18\x04 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12 \n\x03\x63ol\x18\x05 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12*\n\x05label\x18\x06 \x01(\x0b\x32\x1b.gnnstore.v1.OptionalTensor\x12<\n\x0cneg_sampling\x18\x07 \x01(\x0b\x32!.gnnstore.v1.NegativeSamplingSpecH\x00\x88\x01\x01\x12-\n\x08\x66\x65\x61tures\x18\x08 \x01(\x0b\x32\x1b.gnnstore.v1.FeatureRequest\x12\x35\n\rreply_segment\x18\t \x01(\x0b\x32\x19.gnnstore.v1.ReplySegmentH\x01\x88\x01\x01\x12\x16\n\x0e\x61\x63\x63\x65pt_payload\x18\n \x01(\x08\x12!\n\x04time\x18\x0b \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12\x13\n\x0b\x61\x63\x63\x65pt_bulk\x18\x0c \x01(\x08\x42\x0f\n\r_neg_samplingB\x10\n\x0e_reply_segment\"\x9f\x01\n\x0cSampledEdges\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12 \n\x03row\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12 \n\x03\x63ol\x18\x03 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12!\n\x04\x65\x64ge\x18\x04 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"\xe0\x01\n\x08NodeRows\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12 \n\x03ids\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12\x12\n\nattr_names\x18\x03 \x03(\t\x12!\n\x04rows\x18\x04 \x03(\x0b\x32\x13.gnnstore.v1.Tensor\x12&\n\tpositions\x18\x05 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12)\n\nedge_group\x18\x06 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\"8\n\nBulkTicket\x12\x0e\n\x06ticket\x18\x01 \x01(\x0c\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\x0c\n\x04size\x18\x03 \x01(\x04\"\xc0\x03\n\x0eSampleResponse\x12\x0e\n\x06hetero\x18\x01 \x01(\x08\x12\"\n\x04node\x18\x02 \x03(\x0b\x32\x14.gnnstore.v1.NodeIds\x12(\n\x05\x65\x64ges\x18\x03 \x03(\x0b\x32\x19.gnnstore.v1.SampledEdges\x12#\n\x05\x62\x61tch\x18\x04 \x03(\x0b\x32\x14.gnnstore.v1.NodeIds\x12\x32\n\x11num_sampled_nodes\x18\x05 \x03(\x0b\x32\x17.gnnstore.v1.NodeCounts\x12\x32\n\x11num_sampled_edges\x18\x06 \x03(\x0b\x32\x17.gnnstore.v1.EdgeCounts\x12-\n\x08metadata\x18\x07 \x03(\x0b\x32\x1b.gnnstore.v1.OptionalTensor\x12\'\n\x08\x66\x65\x61tures\x18\x08 \x03(\x0b\x32\x15.gnnstore.v1.NodeRows\x12\x33\n\rreply_segment\x18\t \x01(\x0b\x32\x1c.gnnstore.v1.ReplySegmentUse\x12\x0f\n\x07payload\x18\n \x01(\x0c\x12%\n\x04\x62ulk\x18\x0b \x01(\x0b\x32\x17.gnnstore.v1.BulkTicket2\xaa\x03\n\x0cGraphService\x12V\n\rListEdgeAttrs\x12!.gnnstore.v1.ListEdgeAttrsRequest\x1a\".gnnstore.v1.ListEdgeAttrsResponse\x12O\n\x0cGetEdgeIndex\x12 .gnnstore.v1.GetEdgeIndexRequest\x1a\x1b.gnnstore.v1.EdgeIndexChunk0\x01\x12S\n\x0fSampleFromNodes\x12#.gnnstore.v1.SampleFromNodesRequest\x1a\x1b.gnnstore.v1.SampleResponse\x12S\n\x0fSampleFromEdges\x12#.gnnstore.v1.SampleFromEdgesRequest\x1a\x1b.gnnstore.v1.SampleResponse\x12G\n\x08HotNodes\x12\x1c.gnnstore.v1.HotNodesRequest\x1a\x1d.gnnstore.v1.HotNodesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gnnstore/v1/graph.proto\x12\x0bgnnstore.v1\x1a\x18gnnstore/v1/common.proto\x1a\x17gnnstore/v1/idmap.proto\"\x16\n\x14ListEdgeAttrsRequest\"\x9c\x01\n\x0c\x45\x64geAttrInfo\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12\x0e\n\x06layout\x18\x02 \x01(\t\x12\x11\n\tis_sorted\x18\x03 \x01(\x08\x12\x15\n\rnum_src_nodes\x18\x04 \x01(\x03\x12\x15\n\rnum_dst_nodes\x18\x05 \x01(\x03\x12\x11\n\tnum_edges\x18\x06 \x01(\x03\"F\n\x15ListEdgeAttrsResponse\x12-\n\nedge_attrs\x18\x01 \x03(\x0b\x32\x19.gnnstore.v1.EdgeAttrInfo\"g\n\x13GetEdgeIndexRequest\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12\x0e\n\x06layout\x18\x02 \x01(\t\x12\x16\n\x0e\x63hunk_elements\x18\x03 \x01(\x03\"Y\n\x0e\x45\x64geIndexChunk\x12\"\n\x05\x66irst\x18\x01 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12#\n\x06second\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"I\n\x06\x46\x61nout\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12\x15\n\rnum_neighbors\x18\x02 \x03(\x03\"\x95\x02\n\x0fSamplingOptions\x12\x15\n\rnum_neighbors\x18\x01 \x03(\x03\x12*\n\rper_edge_type\x18\x02 \x03(\x0b\x32\x13.gnnstore.v1.Fanout\x12\x0f\n\x07replace\x18\x03 \x01(\x08\x12\x10\n\x08\x64isjoint\x18\x04 \x01(\x08\x12\x11\n\x04seed\x18\x05 \x01(\x04H\x00\x88\x01\x01\x12\x0f\n\x07no_hops\x18\x06 \x01(\x08\x12\x11\n\ttime_attr\x18\x07 \x01(\t\x12\x19\n\x11temporal_strategy\x18\x08 \x01(\t\x12\x13\n\x0bweight_attr\x18\t \x01(\t\x12\x1a\n\rgraph_version\x18\n \x01(\x04H\x01\x88\x01\x01\x42\x07\n\x05_seedB\x10\n\x0e_graph_version\"U\n\tHotPrefix\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\x12\x0f\n\x07version\x18\x03 \x01(\t\"\x96\x01\n\x0e\x46\x65\x61tureRequest\x12)\n\x05\x61ttrs\x18\x01 \x03(\x0b\x32\x1a.gnnstore.v1.TensorAttrKey\x12#\n\x05known\x18\x02 \x03(\x0b\x32\x14.gnnstore.v1.NodeIds\x12#\n\x03hot\x18\x03 \x03(\x0b\x32\x16.gnnstore.v1.HotPrefix\x12\x0f\n\x07\x61ligned\x18\x04 \x01(\x08\"F\n\x0fHotNodesRequest\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\t\n\x01k\x18\x02 \x01(\x03\"E\n\x10HotNodesResponse\x12 \n\x03ids\x18\x01 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12\x0f\n\x07version\x18\x02 \x01(\t\"S\n\x0cReplySegment\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\n\n\x02\x66\x64\x18\x02 \x01(\x05\x12\r\n\x05inode\x18\x03 \x01(\x04\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\r\n\x05nonce\x18\x05 \x01(\x0c\"\\\n\x0fReplySegmentUse\x12\x0c\n\x04used\x18\x01 \x01(\x08\x12\x0f\n\x07refused\x18\x02 \x01(\t\x12\x14\n\x0cneeded_bytes\x18\x03 \x01(\x04\x12\x14\n\x0cplaced_bytes\x18\x04 \x01(\x04\"\x84\x03\n\x16SampleFromNodesRequest\x12-\n\x07options\x18\x01 \x01(\x0b\x32\x1c.gnnstore.v1.SamplingOptions\x12)\n\ninput_type\x18\x02 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12!\n\x04node\x18\x03 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12%\n\x08input_id\x18\x04 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12-\n\x08\x66\x65\x61tures\x18\x05 \x01(\x0b\x32\x1b.gnnstore.v1.FeatureRequest\x12\x35\n\rreply_segment\x18\x06 \x01(\x0b\x32\x19.gnnstore.v1.ReplySegmentH\x00\x88\x01\x01\x12\x16\n\x0e\x61\x63\x63\x65pt_payload\x18\x07 \x01(\x08\x12!\n\x04time\x18\x08 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12\x13\n\x0b\x61\x63\x63\x65pt_bulk\x18\t \x01(\x08\x42\x10\n\x0e_reply_segment\"4\n\x14NegativeSamplingSpec\x12\x0c\n\x04mode\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x01\"\xa0\x04\n\x16SampleFromEdgesRequest\x12-\n\x07options\x18\x01 \x01(\x0b\x32\x1c.gnnstore.v1.SamplingOptions\x12)\n\ninput_type\x18\x02 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12%\n\x08input_id\x18\x03 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12 \n\x03row\x18\x04 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12 \n\x03\x63ol\x18\x05 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12*\n\x05label\x18\x06 \x01(\x0b\x32\x1b.gnnstore.v1.OptionalTensor\x12<\n\x0cneg_sampling\x18\x07 \x01(\x0b\x32!.gnnstore.v1.NegativeSamplingSpecH\x00\x88\x01\x01\x12-\n\x08\x66\x65\x61tures\x18\x08 \x01(\x0b\x32\x1b.gnnstore.v1.FeatureRequest\x12\x35\n\rreply_segment\x18\t \x01(\x0b\x32\x19.gnnstore.v1.ReplySegmentH\x01\x88\x01\x01\x12\x16\n\x0e\x61\x63\x63\x65pt_payload\x18\n \x01(\x08\x12!\n\x04time\x18\x0b \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12\x13\n\x0b\x61\x63\x63\x65pt_bulk\x18\x0c \x01(\x08\x42\x0f\n\r_neg_samplingB\x10\n\x0e_reply_segment\"\x9f\x01\n\x0cSampledEdges\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12 \n\x03row\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12 \n\x03\x63ol\x18\x03 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12!\n\x04\x65\x64ge\x18\x04 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"\xe0\x01\n\x08NodeRows\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12 \n\x03ids\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12\x12\n\nattr_names\x18\x03 \x03(\t\x12!\n\x04rows\x18\x04 \x03(\x0b\x32\x13.gnnstore.v1.Tensor\x12&\n\tpositions\x18\x05 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12)\n\nedge_group\x18\x06 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\"8\n\nBulkTicket\x12\x0e\n\x06ticket\x18\x01 \x01(\x0c\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\x0c\n\x04size\x18\x03 \x01(\x04\"\xd7\x03\n\x0eSampleResponse\x12\x0e\n\x06hetero\x18\x01 \x01(\x08\x12\"\n\x04node\x18\x02 \x03(\x0b\x32\x14.gnnstore.v1.NodeIds\x12(\n\x05\x65\x64ges\x18\x03 \x03(\x0b\x32\x19.gnnstore.v1.SampledEdges\x12#\n\x05\x62\x61tch\x18\x04 \x03(\x0b\x32\x14.gnnstore.v1.NodeIds\x12\x32\n\x11num_sampled_nodes\x18\x05 \x03(\x0b\x32\x17.gnnstore.v1.NodeCounts\x12\x32\n\x11num_sampled_edges\x18\x06 \x03(\x0b\x32\x17.gnnstore.v1.EdgeCounts\x12-\n\x08metadata\x18\x07 \x03(\x0b\x32\x1b.gnnstore.v1.OptionalTensor\x12\'\n\x08\x66\x65\x61tures\x18\x08 \x03(\x0b\x32\x15.gnnstore.v1.NodeRows\x12\x33\n\rreply_segment\x18\t \x01(\x0b\x32\x1c.gnnstore.v1.ReplySegmentUse\x12\x0f\n\x07payload\x18\n \x01(\x0c\x12%\n\x04\x62ulk\x18\x0b \x01(\x0b\x32\x17.gnnstore.v1.BulkTicket\x12\x15\n\rgraph_version\x18\x0c \x01(\x04\"U\n\x08NodeKeys\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\x1f\n\x04keys\x18\x02 \x01(\x0b\x32\x11.gnnstore.v1.Keys\"\xa8\x01\n\x0b\x45\x64geChanges\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12$\n\x07\x61\x64\x64_src\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12$\n\x07\x61\x64\x64_dst\x18\x03 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\x12#\n\x06remove\x18\x04 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"b\n\x11WriteGraphRequest\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.gnnstore.v1.NodeKeys\x12\'\n\x05\x65\x64ges\x18\x02 \x03(\x0b\x32\x18.gnnstore.v1.EdgeChanges\"Y\n\nAddedEdges\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12!\n\x04\x65_id\x18\x02 \x01(\x0b\x32\x13.gnnstore.v1.Tensor\"{\n\x12WriteGraphResponse\x12\x15\n\rgraph_version\x18\x01 \x01(\x04\x12&\n\x08node_ids\x18\x02 \x03(\x0b\x32\x14.gnnstore.v1.NodeIds\x12&\n\x05\x65\x64ges\x18\x03 \x03(\x0b\x32\x17.gnnstore.v1.AddedEdges2\xf9\x03\n\x0cGraphService\x12V\n\rListEdgeAttrs\x12!.gnnstore.v1.ListEdgeAttrsRequest\x1a\".gnnstore.v1.ListEdgeAttrsResponse\x12O\n\x0cGetEdgeIndex\x12 .gnnstore.v1.GetEdgeIndexRequest\x1a\x1b.gnnstore.v1.EdgeIndexChunk0\x01\x12S\n\x0fSampleFromNodes\x12#.gnnstore.v1.SampleFromNodesRequest\x1a\x1b.gnnstore.v1.SampleResponse\x12S\n\x0fSampleFromEdges\x12#.gnnstore.v1.SampleFromEdgesRequest\x1a\x1b.gnnstore.v1.SampleResponse\x12G\n\x08HotNodes\x12\x1c.gnnstore.v1.HotNodesRequest\x1a\x1d.gnnstore.v1.HotNodesResponse\x12M\n\nWriteGraph\x12\x1e.gnnstore.v1.WriteGraphRequest\x1a\x1f.gnnstore.v1.WriteGraphResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gnnstore.v1.graph_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LISTEDGEATTRSREQUEST']._serialized_start=66
-  _globals['_LISTEDGEATTRSREQUEST']._serialized_end=88
-  _globals['_EDGEATTRINFO']._serialized_start=91
-  _globals['_EDGEATTRINFO']._serialized_end=247
-  _globals['_LISTEDGEATTRSRESPONSE']._serialized_start=249
-  _globals['_LISTEDGEATTRSRESPONSE']._serialized_end=319
-  _globals['_GETEDGEINDEXREQUEST']._serialized_start=321
-  _globals['_GETEDGEINDEXREQUEST']._serialized_end=424
-  _globals['_EDGEINDEXCHUNK']._serialized_start=426
-  _globals['_EDGEINDEXCHUNK']._serialized_end=515
-  _globals['_FANOUT']._serialized_start=517
-  _globals['_FANOUT']._serialized_end=590
-  _globals['_SAMPLINGOPTIONS']._serialized_start=593
-  _globals['_SAMPLINGOPTIONS']._serialized_end=824
-  _globals['_HOTPREFIX']._serialized_start=826
-  _globals['_HOTPREFIX']._serialized_end=911
-  _globals['_FEATUREREQUEST']._serialized_start=914
-  _globals['_FEATUREREQUEST']._serialized_end=1064
-  _globals['_HOTNODESREQUEST']._serialized_start=1066
-  _globals['_HOTNODESREQUEST']._serialized_end=1136
-  _globals['_HOTNODESRESPONSE']._serialized_start=1138
-  _globals['_HOTNODESRESPONSE']._serialized_end=1207
-  _globals['_REPLYSEGMENT']._serialized_start=1209
-  _globals['_REPLYSEGMENT']._serialized_end=1292
-  _globals['_REPLYSEGMENTUSE']._serialized_start=1294
-  _globals['_REPLYSEGMENTUSE']._serialized_end=1386
-  _globals['_SAMPLEFROMNODESREQUEST']._serialized_start=1389
-  _globals['_SAMPLEFROMNODESREQUEST']._serialized_end=1777
-  _globals['_NEGATIVESAMPLINGSPEC']._serialized_start=1779
-  _globals['_NEGATIVESAMPLINGSPEC']._serialized_end=1831
-  _globals['_SAMPLEFROMEDGESREQUEST']._serialized_start=1834
-  _globals['_SAMPLEFROMEDGESREQUEST']._serialized_end=2378
-  _globals['_SAMPLEDEDGES']._serialized_start=2381
-  _globals['_SAMPLEDEDGES']._serialized_end=2540
-  _globals['_NODEROWS']._serialized_start=2543
-  _globals['_NODEROWS']._serialized_end=2767
-  _globals['_BULKTICKET']._serialized_start=2769
-  _globals['_BULKTICKET']._serialized_end=2825
-  _globals['_SAMPLERESPONSE']._serialized_start=2828
-  _globals['_SAMPLERESPONSE']._serialized_end=3276
-  _globals['_GRAPHSERVICE']._serialized_start=3279
-  _globals['_GRAPHSERVICE']._serialized_end=3705
+  _globals['_LISTEDGEATTRSREQUEST']._serialized_start=91
+  _globals['_LISTEDGEATTRSREQUEST']._serialized_end=113
+  _globals['_EDGEATTRINFO']._serialized_start=116
+  _globals['_EDGEATTRINFO']._serialized_end=272
+  _globals['_LISTEDGEATTRSRESPONSE']._serialized_start=274
+  _globals['_LISTEDGEATTRSRESPONSE']._serialized_end=344
+  _globals['_GETEDGEINDEXREQUEST']._serialized_start=346
+  _globals['_GETEDGEINDEXREQUEST']._serialized_end=449
+  _globals['_EDGEINDEXCHUNK']._serialized_start=451
+  _globals['_EDGEINDEXCHUNK']._serialized_end=540
+  _globals['_FANOUT']._serialized_start=542
+  _globals['_FANOUT']._serialized_end=615
+  _globals['_SAMPLINGOPTIONS']._serialized_start=618
+  _globals['_SAMPLINGOPTIONS']._serialized_end=895
+  _globals['_HOTPREFIX']._serialized_start=897
+  _globals['_HOTPREFIX']._serialized_end=982
+  _globals['_FEATUREREQUEST']._serialized_start=985
+  _globals['_FEATUREREQUEST']._serialized_end=1135
+  _globals['_HOTNODESREQUEST']._serialized_start=1137
+  _globals['_HOTNODESREQUEST']._serialized_end=1207
+  _globals['_HOTNODESRESPONSE']._serialized_start=1209
+  _globals['_HOTNODESRESPONSE']._serialized_end=1278
+  _globals['_REPLYSEGMENT']._serialized_start=1280
+  _globals['_REPLYSEGMENT']._serialized_end=1363
+  _globals['_REPLYSEGMENTUSE']._serialized_start=1365
+  _globals['_REPLYSEGMENTUSE']._serialized_end=1457
+  _globals['_SAMPLEFROMNODESREQUEST']._serialized_start=1460
+  _globals['_SAMPLEFROMNODESREQUEST']._serialized_end=1848
+  _globals['_NEGATIVESAMPLINGSPEC']._serialized_start=1850
+  _globals['_NEGATIVESAMPLINGSPEC']._serialized_end=1902
+  _globals['_SAMPLEFROMEDGESREQUEST']._serialized_start=1905
+  _globals['_SAMPLEFROMEDGESREQUEST']._serialized_end=2449
+  _globals['_SAMPLEDEDGES']._serialized_start=2452
+  _globals['_SAMPLEDEDGES']._serialized_end=2611
+  _globals['_NODEROWS']._serialized_start=2614
+  _globals['_NODEROWS']._serialized_end=2838
+  _globals['_BULKTICKET']._serialized_start=2840
+  _globals['_BULKTICKET']._serialized_end=2896
+  _globals['_SAMPLERESPONSE']._serialized_start=2899
+  _globals['_SAMPLERESPONSE']._serialized_end=3370
+  _globals['_NODEKEYS']._serialized_start=3372
+  _globals['_NODEKEYS']._serialized_end=3457
+  _globals['_EDGECHANGES']._serialized_start=3460
+  _globals['_EDGECHANGES']._serialized_end=3628
+  _globals['_WRITEGRAPHREQUEST']._serialized_start=3630
+  _globals['_WRITEGRAPHREQUEST']._serialized_end=3728
+  _globals['_ADDEDEDGES']._serialized_start=3730
+  _globals['_ADDEDEDGES']._serialized_end=3819
+  _globals['_WRITEGRAPHRESPONSE']._serialized_start=3821
+  _globals['_WRITEGRAPHRESPONSE']._serialized_end=3944
+  _globals['_GRAPHSERVICE']._serialized_start=3947
+  _globals['_GRAPHSERVICE']._serialized_end=4452
 # @@protoc_insertion_point(module_scope)

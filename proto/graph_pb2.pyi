@@ -1,4 +1,5 @@
 from . import common_pb2 as _common_pb2
+from . import idmap_pb2 as _idmap_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -60,7 +61,7 @@ class Fanout(_message.Message):
     def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., num_neighbors: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SamplingOptions(_message.Message):
-    __slots__ = ("num_neighbors", "per_edge_type", "replace", "disjoint", "seed", "no_hops", "time_attr", "temporal_strategy", "weight_attr")
+    __slots__ = ("num_neighbors", "per_edge_type", "replace", "disjoint", "seed", "no_hops", "time_attr", "temporal_strategy", "weight_attr", "graph_version")
     NUM_NEIGHBORS_FIELD_NUMBER: _ClassVar[int]
     PER_EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
     REPLACE_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +71,7 @@ class SamplingOptions(_message.Message):
     TIME_ATTR_FIELD_NUMBER: _ClassVar[int]
     TEMPORAL_STRATEGY_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_ATTR_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_VERSION_FIELD_NUMBER: _ClassVar[int]
     num_neighbors: _containers.RepeatedScalarFieldContainer[int]
     per_edge_type: _containers.RepeatedCompositeFieldContainer[Fanout]
     replace: bool
@@ -79,7 +81,8 @@ class SamplingOptions(_message.Message):
     time_attr: str
     temporal_strategy: str
     weight_attr: str
-    def __init__(self, num_neighbors: _Optional[_Iterable[int]] = ..., per_edge_type: _Optional[_Iterable[_Union[Fanout, _Mapping]]] = ..., replace: _Optional[bool] = ..., disjoint: _Optional[bool] = ..., seed: _Optional[int] = ..., no_hops: _Optional[bool] = ..., time_attr: _Optional[str] = ..., temporal_strategy: _Optional[str] = ..., weight_attr: _Optional[str] = ...) -> None: ...
+    graph_version: int
+    def __init__(self, num_neighbors: _Optional[_Iterable[int]] = ..., per_edge_type: _Optional[_Iterable[_Union[Fanout, _Mapping]]] = ..., replace: _Optional[bool] = ..., disjoint: _Optional[bool] = ..., seed: _Optional[int] = ..., no_hops: _Optional[bool] = ..., time_attr: _Optional[str] = ..., temporal_strategy: _Optional[str] = ..., weight_attr: _Optional[str] = ..., graph_version: _Optional[int] = ...) -> None: ...
 
 class HotPrefix(_message.Message):
     __slots__ = ("node_type", "count", "version")
@@ -242,7 +245,7 @@ class BulkTicket(_message.Message):
     def __init__(self, ticket: _Optional[bytes] = ..., port: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
 
 class SampleResponse(_message.Message):
-    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment", "payload", "bulk")
+    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment", "payload", "bulk", "graph_version")
     HETERO_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
@@ -254,6 +257,7 @@ class SampleResponse(_message.Message):
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     BULK_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_VERSION_FIELD_NUMBER: _ClassVar[int]
     hetero: bool
     node: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
     edges: _containers.RepeatedCompositeFieldContainer[SampledEdges]
@@ -265,4 +269,51 @@ class SampleResponse(_message.Message):
     reply_segment: ReplySegmentUse
     payload: bytes
     bulk: BulkTicket
-    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ..., payload: _Optional[bytes] = ..., bulk: _Optional[_Union[BulkTicket, _Mapping]] = ...) -> None: ...
+    graph_version: int
+    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ..., payload: _Optional[bytes] = ..., bulk: _Optional[_Union[BulkTicket, _Mapping]] = ..., graph_version: _Optional[int] = ...) -> None: ...
+
+class NodeKeys(_message.Message):
+    __slots__ = ("node_type", "keys")
+    NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    node_type: _common_pb2.NodeType
+    keys: _idmap_pb2.Keys
+    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., keys: _Optional[_Union[_idmap_pb2.Keys, _Mapping]] = ...) -> None: ...
+
+class EdgeChanges(_message.Message):
+    __slots__ = ("edge_type", "add_src", "add_dst", "remove")
+    EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ADD_SRC_FIELD_NUMBER: _ClassVar[int]
+    ADD_DST_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    edge_type: _common_pb2.EdgeType
+    add_src: _common_pb2.Tensor
+    add_dst: _common_pb2.Tensor
+    remove: _common_pb2.Tensor
+    def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., add_src: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., add_dst: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., remove: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
+
+class WriteGraphRequest(_message.Message):
+    __slots__ = ("nodes", "edges")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeKeys]
+    edges: _containers.RepeatedCompositeFieldContainer[EdgeChanges]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeKeys, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[EdgeChanges, _Mapping]]] = ...) -> None: ...
+
+class AddedEdges(_message.Message):
+    __slots__ = ("edge_type", "e_id")
+    EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    E_ID_FIELD_NUMBER: _ClassVar[int]
+    edge_type: _common_pb2.EdgeType
+    e_id: _common_pb2.Tensor
+    def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., e_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
+
+class WriteGraphResponse(_message.Message):
+    __slots__ = ("graph_version", "node_ids", "edges")
+    GRAPH_VERSION_FIELD_NUMBER: _ClassVar[int]
+    NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    graph_version: int
+    node_ids: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
+    edges: _containers.RepeatedCompositeFieldContainer[AddedEdges]
+    def __init__(self, graph_version: _Optional[int] = ..., node_ids: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[AddedEdges, _Mapping]]] = ...) -> None: ...

@@ -59,6 +59,11 @@ class GraphServiceStub:
                 request_serializer=gnnstore_dot_v1_dot_graph__pb2.HotNodesRequest.SerializeToString,
                 response_deserializer=gnnstore_dot_v1_dot_graph__pb2.HotNodesResponse.FromString,
                 _registered_method=True)
+        self.WriteGraph = channel.unary_unary(
+                '/gnnstore.v1.GraphService/WriteGraph',
+                request_serializer=gnnstore_dot_v1_dot_graph__pb2.WriteGraphRequest.SerializeToString,
+                response_deserializer=gnnstore_dot_v1_dot_graph__pb2.WriteGraphResponse.FromString,
+                _registered_method=True)
 
 
 class GraphServiceServicer:
@@ -99,6 +104,14 @@ class GraphServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteGraph(self, request, context):
+        """Adds nodes (by key) and adds or removes edges in one atomic, durable write: a new graph
+        version, which sampling reads once a request names it (or names no version).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GraphServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -126,6 +139,11 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     servicer.HotNodes,
                     request_deserializer=gnnstore_dot_v1_dot_graph__pb2.HotNodesRequest.FromString,
                     response_serializer=gnnstore_dot_v1_dot_graph__pb2.HotNodesResponse.SerializeToString,
+            ),
+            'WriteGraph': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteGraph,
+                    request_deserializer=gnnstore_dot_v1_dot_graph__pb2.WriteGraphRequest.FromString,
+                    response_serializer=gnnstore_dot_v1_dot_graph__pb2.WriteGraphResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -263,6 +281,33 @@ class GraphService:
             '/gnnstore.v1.GraphService/HotNodes',
             gnnstore_dot_v1_dot_graph__pb2.HotNodesRequest.SerializeToString,
             gnnstore_dot_v1_dot_graph__pb2.HotNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteGraph(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gnnstore.v1.GraphService/WriteGraph',
+            gnnstore_dot_v1_dot_graph__pb2.WriteGraphRequest.SerializeToString,
+            gnnstore_dot_v1_dot_graph__pb2.WriteGraphResponse.FromString,
             options,
             channel_credentials,
             insecure,

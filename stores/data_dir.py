@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ FEATURES = "features"
 IDMAP = "idmap"
 SNAPSHOTS = "snapshots"  # owned by the backend's topology snapshots; never opened here
 FEATURE_TIER = "feature_tier"  # owned by the backend's read tier; never opened here
+GRAPH_WRITES = "graph_writes"  # owned by the backend's graph write log; never opened here
 INGEST_RECORD = "ingest-record.json"  # what the last finished ingest read; absent mid-ingest
 _INGEST_HINT = "run `gnnstore ingest SOURCE --data-dir DIR` to (re)build it"
 
@@ -169,3 +171,14 @@ def _sync_directory(path: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def discard_graph_writes(data_dir: str | os.PathLike) -> int:
+    """Remove the graph writes logged over the previous graph (a new ingest replaces it);
+    returns how many there were."""
+    folder = Path(data_dir) / GRAPH_WRITES
+    if not folder.is_dir():
+        return 0
+    count = sum(1 for f in folder.iterdir() if f.suffix == ".npz")
+    shutil.rmtree(folder)
+    return count

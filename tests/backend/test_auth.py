@@ -22,7 +22,9 @@ def test_every_rpc_has_a_role_and_only_writes_need_writer() -> None:
     }
     assert methods == set(METHOD_ROLES)  # a new RPC must be given a role here
     writers = {m for m, role in METHOD_ROLES.items() if role == "writer"}
-    assert writers == {"/gnnstore.v1.FeatureService/Put", "/gnnstore.v1.FeatureService/Remove"}
+    assert writers == {
+        "/gnnstore.v1.FeatureService/Put", "/gnnstore.v1.FeatureService/Remove", "/gnnstore.v1.GraphService/WriteGraph",
+    }
     assert required_role("/gnnstore.v1.FeatureService/Truncate") == "admin"  # unknown: closed
 
 

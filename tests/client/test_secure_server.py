@@ -26,7 +26,9 @@ from torch_geometric.nn import GraphSAGE
 from torch_geometric.sampler import NodeSamplerInput
 
 from certificates import Pki, make_pki
-from gnnstore.client import Connection, RemoteNeighborSampler, client_stats, connect, server_stats
+from gnnstore.client import (
+    Connection, GraphWriter, RemoteNeighborSampler, client_stats, connect, server_info, server_stats,
+)
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.proto import graph_pb2
 from gnnstore.common.errors import AuthenticationError, PermissionDeniedError, ServerUnavailableError
@@ -106,6 +108,11 @@ def _remove(fs: RemoteFeatureStore) -> None:
     assert fs.remove_tensor(group_name=None, attr_name="scratch", index=None)
 
 
+def _write_graph(fs: RemoteFeatureStore) -> None:
+    before = server_info(fs.connection).graph_version
+    assert GraphWriter(fs).write(add_edges={None: (torch.tensor([0]), torch.tensor([1]))}).version == before + 1
+
+
 def _stats(fs: RemoteFeatureStore) -> None:
     assert server_stats(fs.connection)
 
@@ -116,15 +123,18 @@ def _health(fs: RemoteFeatureStore) -> None:
 
 
 CELLS: dict[str, Callable[[RemoteFeatureStore], None]] = {
-    "sample": _sample, "MultiGet": _multi_get, "Put": _put, "Remove": _remove, "Stats": _stats, "Health": _health,
+    "sample": _sample, "MultiGet": _multi_get, "Put": _put, "Remove": _remove, "WriteGraph": _write_graph,
+    "Stats": _stats, "Health": _health,
 }
 OK, UNAUTH, DENIED = "ok", AuthenticationError, PermissionDeniedError
 EXPECTED = {
-    "no token": dict(sample=UNAUTH, MultiGet=UNAUTH, Put=UNAUTH, Remove=UNAUTH, Stats=UNAUTH, Health=OK),
-    "unknown token": dict(sample=UNAUTH, MultiGet=UNAUTH, Put=UNAUTH, Remove=UNAUTH, Stats=UNAUTH, Health=OK),
-    "reader": dict(sample=OK, MultiGet=OK, Put=DENIED, Remove=DENIED, Stats=DENIED, Health=OK),
-    "writer": dict(sample=OK, MultiGet=OK, Put=OK, Remove=OK, Stats=DENIED, Health=OK),
-    "admin": dict(sample=OK, MultiGet=OK, Put=OK, Remove=OK, Stats=OK, Health=OK),
+    "no token": dict(sample=UNAUTH, MultiGet=UNAUTH, Put=UNAUTH, Remove=UNAUTH, WriteGraph=UNAUTH, Stats=UNAUTH,
+                     Health=OK),
+    "unknown token": dict(sample=UNAUTH, MultiGet=UNAUTH, Put=UNAUTH, Remove=UNAUTH, WriteGraph=UNAUTH,
+                          Stats=UNAUTH, Health=OK),
+    "reader": dict(sample=OK, MultiGet=OK, Put=DENIED, Remove=DENIED, WriteGraph=DENIED, Stats=DENIED, Health=OK),
+    "writer": dict(sample=OK, MultiGet=OK, Put=OK, Remove=OK, WriteGraph=OK, Stats=DENIED, Health=OK),
+    "admin": dict(sample=OK, MultiGet=OK, Put=OK, Remove=OK, WriteGraph=OK, Stats=OK, Health=OK),
 }
 
 

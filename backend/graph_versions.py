@@ -1,0 +1,282 @@
+"""Graph versions: the base topology snapshot plus the write log, each version built on demand.
+
+A write is checked against the newest version, its added edges get edge ids (never reused, so
+a removed edge's id stays unused and an id names one edge forever), it is made durable in the
+:class:`WriteLog`, and the newest version is built at once, so the write is visible when its
+call returns. Building version ``v`` merges the net changes of writes ``1 .. v`` into the base's
+CSC (and CSR) of each changed edge type in one pass over those arrays; nothing is read from the
+graph store, and unchanged edge types share the base's memory-mapped arrays.
+
+At most ``max_views`` built versions stay in memory, the least recently used leaving first. A
+version that left is rebuilt from the log when a request names it again, so a trainer's pinned
+version is never lost, across server restarts too.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+from torch_geometric.typing import EdgeType, NodeType
+
+from gnnstore.backend.graph_write_log import EdgeChanges, WriteLog, WriteRecord
+from gnnstore.backend.sampling_engine import SamplingEngine
+from gnnstore.backend.topology import EdgeTopology, TopologySnapshot, edge_ends, index_dtype
+from gnnstore.backend.topology_kernels import pointer_from_counts
+from gnnstore.backend.work_budget import GraphBounds
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.proto.codec import describe
+
+logger = logging.getLogger(__name__)
+
+MAX_VIEWS = 4
+"""Built versions kept in memory (each changed edge type costs a copy of its arrays)."""
+
+MAX_WRITE_EDGES = 1 << 22
+"""Edges one write may add plus remove."""
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """One graph version, ready to sample: its snapshot, engine and the bounds of its work."""
+
+    version: int
+    snapshot: TopologySnapshot
+    engine: SamplingEngine
+    bounds: GraphBounds
+
+
+@dataclass(frozen=True)
+class EdgeWrite:
+    """Requested changes of one edge type: ``[A]`` global ends of added edges and edge ids to
+    remove (int64 arrays)."""
+
+    add_src: np.ndarray
+    add_dst: np.ndarray
+    remove: np.ndarray
+
+
+class GraphVersions:
+    """The versions a server samples: the base snapshot (version 0) and one per logged write.
+
+    Args:
+        base: the topology snapshot the log's writes apply to.
+        log: the write log over ``base``.
+        max_views: built versions kept in memory.
+    """
+
+    def __init__(self, base: TopologySnapshot, log: WriteLog, max_views: int = MAX_VIEWS) -> None:
+        self.base = base
+        self.log = log
+        self._max_views = max(1, max_views)
+        self._views: OrderedDict[int, GraphView] = OrderedDict()
+        self._lock = threading.Lock()
+        self._building: dict[int, threading.Lock] = {}
+        self.write_lock = threading.Lock()
+        """Held by a writer from its checks until its version is built (one write at a time)."""
+        self._next_e_id = {et: topo.num_edges for et, topo in base.edges.items()}
+        self._removed: dict[EdgeType | None, np.ndarray] = {et: np.empty(0, np.int64) for et in base.edges}
+        for record in log.records:
+            for et, changes in record.edges.items():
+                self._note(et, changes)
+        self._views[0] = _view(0, base)
+        if log.newest:
+            self.view(log.newest)
+
+    @property
+    def newest(self) -> int:
+        """The newest version."""
+        return self.log.newest
+
+    def view(self, version: int | None = None) -> GraphView:
+        """Version ``version`` (``None``: the newest), built now if it is not in memory.
+
+        Raises:
+            NotFoundError: no such version yet.
+        """
+        newest = self.newest
+        version = newest if version is None else version
+        if not 0 <= version <= newest:
+            raise NotFoundError(f"graph version {version} does not exist (the newest is {newest})")
+        with self._lock:
+            view = self._views.get(version)
+            if view is not None:
+                self._views.move_to_end(version)
+                return view
+            building = self._building.setdefault(version, threading.Lock())
+        with building:  # a second request for a version being built waits, then finds it
+            with self._lock:
+                view = self._views.get(version)
+            if view is None:
+                started = time.perf_counter()
+                view = _view(version, self._build(version))
+                logger.info("graph version %d built in %.3f s", version, time.perf_counter() - started)
+                with self._lock:
+                    self._views[version] = view
+                    self._building.pop(version, None)
+                    while len(self._views) > self._max_views:
+                        self._views.popitem(last=False)
+            return view
+
+    def prepare(
+        self, num_nodes: dict[NodeType | None, int], edges: dict[EdgeType | None, EdgeWrite]
+    ) -> WriteRecord:
+        """The next version's record, once every change is checked: node counts that grew and
+        edge changes, added edges with their edge ids. Call under ``write_lock``, and
+        ``commit`` it under the same hold.
+
+        Raises:
+            InvalidRequestError: an unknown type, an id out of range, an edge id that is not in
+                the newest version (or named twice), or more than ``MAX_WRITE_EDGES`` changes.
+            PreconditionError: the server is read-only.
+        """
+        if self.log.read_only:
+            raise PreconditionError("this server is read-only: it takes no graph writes")
+        newest = self.view()
+        counts = dict(newest.snapshot.num_nodes)
+        for node_type, count in num_nodes.items():
+            if node_type not in counts:
+                raise InvalidRequestError(f"node type {describe(node_type)} is not in the graph; writes add nodes of existing types")
+            counts[node_type] = max(counts[node_type], count)
+        total = sum(w.add_src.size + w.remove.size for w in edges.values())
+        if total > MAX_WRITE_EDGES:
+            raise InvalidRequestError(f"{total:,} edge changes in one write is over the limit of {MAX_WRITE_EDGES:,}; split it")
+        changes = {}
+        for edge_type, wanted in edges.items():
+            if edge_type not in self.base.edges:
+                raise InvalidRequestError(
+                    f"edge type {describe(edge_type)} is not in the graph (has: {self.base.edge_types}); "
+                    "writes change edges of existing edge types"
+                )
+            changes[edge_type] = self._checked(edge_type, wanted, counts)
+        grown = {nt: n for nt, n in counts.items() if n != newest.snapshot.num_nodes[nt]}
+        return WriteRecord(self.newest + 1, grown, changes)
+
+    def commit(self, record: WriteRecord) -> GraphView:
+        """Make ``record`` (from ``prepare``) durable and build its version, the newest."""
+        self.log.append(record)
+        for edge_type, change in record.edges.items():
+            self._note(edge_type, change)
+        return self.view(record.version)
+
+    def _checked(
+        self, edge_type: EdgeType | None, wanted: EdgeWrite, counts: dict[NodeType | None, int]
+    ) -> EdgeChanges:
+        """``wanted`` with edge ids for its added edges, once every id is known to be valid."""
+        src, dst = edge_ends(edge_type)
+        name = edges_of(edge_type)
+        if wanted.add_src.shape != wanted.add_dst.shape:
+            raise InvalidRequestError(f"{name}: {wanted.add_src.size} sources but {wanted.add_dst.size} destinations")
+        for what, ids, node_type in (("source", wanted.add_src, src), ("destination", wanted.add_dst, dst)):
+            if ids.size and (ids.min() < 0 or ids.max() >= counts[node_type]):
+                bad = int(ids.min() if ids.min() < 0 else ids.max())
+                nodes = "" if node_type is None else f"node type {describe(node_type)} has "
+                raise InvalidRequestError(
+                    f"{name}: {what} id {bad} is out of range ({nodes}ids 0..{counts[node_type] - 1} "
+                    "in the version this write makes)"
+                )
+        remove = wanted.remove
+        if remove.size:
+            next_id = self._next_e_id[edge_type]
+            present = (remove >= 0) & (remove < next_id)
+            present[present] = ~np.isin(remove[present], self._removed[edge_type])
+            if not present.all():
+                raise InvalidRequestError(
+                    f"{name}: edge id {int(remove[~present][0])} is not in graph version {self.newest}"
+                )
+            if np.unique(remove).size != remove.size:
+                raise InvalidRequestError(f"{name}: an edge id is named twice for removal")
+        first = self._next_e_id[edge_type]
+        add_e_id = np.arange(first, first + wanted.add_src.size, dtype=np.int64)
+        return EdgeChanges(wanted.add_src, wanted.add_dst, add_e_id, remove)
+
+    def _note(self, edge_type: EdgeType | None, changes: EdgeChanges) -> None:
+        """Count a logged write's edges into the next edge id and the removed set."""
+        if changes.add_e_id.size:
+            self._next_e_id[edge_type] = int(changes.add_e_id[-1]) + 1
+        if changes.remove.size:
+            self._removed[edge_type] = np.union1d(self._removed[edge_type], changes.remove)
+
+    def _build(self, version: int) -> TopologySnapshot:
+        """Version ``version``'s snapshot: the base with writes ``1 .. version`` merged in."""
+        records = self.log.records[:version]
+        counts = dict(self.base.num_nodes)
+        for record in records:
+            counts.update(record.num_nodes)
+        edges = dict(self.base.edges)
+        for edge_type in self.base.edges:
+            mine = [r.edges[edge_type] for r in records if edge_type in r.edges]
+            grew = any(counts[nt] != self.base.num_nodes[nt] for nt in edge_ends(edge_type))
+            if mine or grew:
+                edges[edge_type] = merged(self.base.edges[edge_type], mine, counts)
+        return TopologySnapshot(counts, edges, f"{self.base.version}+{version}", self.base.built_at)
+
+
+def edges_of(edge_type: EdgeType | None) -> str:
+    """How a message names an edge type's edges."""
+    return "the homogeneous graph's edges" if edge_type is None else f"edge type {describe(edge_type)}"
+
+
+def _view(version: int, snapshot: TopologySnapshot) -> GraphView:
+    return GraphView(version, snapshot, SamplingEngine(snapshot), GraphBounds.of_snapshot(snapshot))
+
+
+def merged(topo: EdgeTopology, writes: list[EdgeChanges], counts: dict[NodeType | None, int]) -> EdgeTopology:
+    """``topo`` with ``writes`` applied in order, sized for the node ``counts``: removed edges
+    leave (added ones included), added ones join their destination's (source's) list after its
+    older edges, so each list stays in edge-id order as a built snapshot's is."""
+    src, dst = edge_ends(topo.edge_type)
+    num_src, num_dst = counts[src], counts[dst]
+    empty = np.empty(0, np.int64)
+    add_src = np.concatenate([w.add_src for w in writes]) if writes else empty
+    add_dst = np.concatenate([w.add_dst for w in writes]) if writes else empty
+    add_e_id = np.concatenate([w.add_e_id for w in writes]) if writes else empty
+    removed = np.concatenate([w.remove for w in writes]) if writes else empty
+    if removed.size:
+        kept = ~np.isin(add_e_id, removed, kind="table") if add_e_id.size else np.ones(0, bool)
+        add_src, add_dst, add_e_id = add_src[kept], add_dst[kept], add_e_id[kept]
+    colptr, row, e_id = _merged_side(
+        topo.colptr, topo.row, topo.e_id, num_dst, add_dst, add_src, add_e_id, removed, index_dtype(num_src)
+    )
+    if not topo.has_csr:
+        return EdgeTopology(topo.edge_type, num_src, num_dst, colptr, row, e_id)
+    rowptr, col, csr_e_id = _merged_side(
+        topo.rowptr, topo.col, topo.csr_e_id, num_src, add_src, add_dst, add_e_id, removed, index_dtype(num_dst)
+    )
+    return EdgeTopology(topo.edge_type, num_src, num_dst, colptr, row, e_id, rowptr, col, csr_e_id)
+
+
+def _merged_side(
+    ptr: np.ndarray,
+    values: np.ndarray,
+    e_id: np.ndarray,
+    num_keys: int,
+    add_keys: np.ndarray,
+    add_values: np.ndarray,
+    add_e_id: np.ndarray,
+    removed: np.ndarray,
+    value_dtype: np.dtype,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One compressed side (CSC or CSR) with ``removed`` edge ids dropped and the added edges
+    inserted at the end of their key's list, for ``num_keys`` keys."""
+    ptr = np.asarray(ptr)
+    counts = np.zeros(num_keys, np.int64)
+    counts[: ptr.size - 1] = np.diff(ptr)
+    values, e_id = np.asarray(values), np.asarray(e_id)
+    if removed.size and e_id.size:
+        gone = np.isin(e_id, removed, kind="table")
+        positions = np.flatnonzero(gone)
+        if positions.size:
+            counts -= np.bincount(np.searchsorted(ptr, positions, side="right") - 1, minlength=num_keys)
+            values, e_id = values[~gone], e_id[~gone]
+    kept_ptr = pointer_from_counts(counts)
+    order = np.lexsort((add_e_id, add_keys))
+    keys = add_keys[order]
+    at = kept_ptr[keys + 1]
+    values = np.insert(values.astype(value_dtype, copy=False), at, add_values[order].astype(value_dtype))
+    e_id = np.insert(e_id, at, add_e_id[order])
+    counts += np.bincount(keys, minlength=num_keys)
+    return pointer_from_counts(counts), values, e_id
