@@ -13,6 +13,7 @@ version is never lost, across server restarts too.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -25,7 +26,7 @@ from torch_geometric.typing import EdgeType, NodeType
 from gnnstore.backend.graph_write_log import EdgeChanges, WriteLog, WriteRecord
 from gnnstore.backend.sampling_engine import SamplingEngine
 from gnnstore.backend.topology import EdgeTopology, TopologySnapshot, edge_ends, index_dtype
-from gnnstore.backend.topology_kernels import pointer_from_counts
+from gnnstore.backend.topology_kernels import merge_into, pointer_from_counts
 from gnnstore.backend.work_budget import GraphBounds
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto.codec import describe
@@ -122,11 +123,15 @@ class GraphVersions:
             return view
 
     def prepare(
-        self, num_nodes: dict[NodeType | None, int], edges: dict[EdgeType | None, EdgeWrite]
+        self,
+        num_nodes: dict[NodeType | None, int],
+        edges: dict[EdgeType | None, EdgeWrite],
+        remove_nodes: dict[NodeType | None, np.ndarray] | None = None,
     ) -> WriteRecord:
         """The next version's record, once every change is checked: node counts that grew and
-        edge changes, added edges with their edge ids. Call under ``write_lock``, and
-        ``commit`` it under the same hold.
+        edge changes, added edges with their edge ids, and the edges of ``remove_nodes`` (global
+        ids per node type) removed too. Call under ``write_lock``, and ``commit`` it under the
+        same hold.
 
         Raises:
             InvalidRequestError: an unknown type, an id out of range, an edge id that is not in
@@ -142,6 +147,7 @@ class GraphVersions:
                 raise InvalidRequestError(f"node type {describe(node_type)} is not in the graph; writes add nodes of existing types")
             counts[node_type] = max(counts[node_type], count)
         total = sum(w.add_src.size + w.remove.size for w in edges.values())
+        total += sum(ids.size for ids in (remove_nodes or {}).values())
         if total > MAX_WRITE_EDGES:
             raise InvalidRequestError(f"{total:,} edge changes in one write is over the limit of {MAX_WRITE_EDGES:,}; split it")
         changes = {}
@@ -152,6 +158,9 @@ class GraphVersions:
                     "writes change edges of existing edge types"
                 )
             changes[edge_type] = self._checked(edge_type, wanted, counts)
+        for edge_type, incident in self._incident(newest, remove_nodes or {}).items():
+            change = changes.get(edge_type) or EdgeChanges(*(np.empty(0, np.int64),) * 4)
+            changes[edge_type] = dataclasses.replace(change, remove=np.union1d(change.remove, incident))
         grown = {nt: n for nt, n in counts.items() if n != newest.snapshot.num_nodes[nt]}
         return WriteRecord(self.newest + 1, grown, changes)
 
@@ -191,7 +200,39 @@ class GraphVersions:
                 raise InvalidRequestError(f"{name}: an edge id is named twice for removal")
         first = self._next_e_id[edge_type]
         add_e_id = np.arange(first, first + wanted.add_src.size, dtype=np.int64)
-        return EdgeChanges(wanted.add_src, wanted.add_dst, add_e_id, remove)
+        return EdgeChanges(wanted.add_src, wanted.add_dst, add_e_id, np.sort(remove))
+
+    def _incident(
+        self, newest: GraphView, remove_nodes: dict[NodeType | None, np.ndarray]
+    ) -> dict[EdgeType | None, np.ndarray]:
+        """Per edge type, the ids of the edges ``remove_nodes`` have in ``newest``.
+
+        Raises:
+            InvalidRequestError: an unknown node type or an id out of range.
+        """
+        counts = newest.snapshot.num_nodes
+        for node_type, ids in remove_nodes.items():
+            if node_type not in counts:
+                raise InvalidRequestError(f"node type {describe(node_type)} is not in the graph")
+            if ids.size and (ids.min() < 0 or ids.max() >= counts[node_type]):
+                bad = int(ids.min() if ids.min() < 0 else ids.max())
+                raise InvalidRequestError(
+                    f"node {bad} of {describe(node_type)} cannot be removed: ids are 0..{counts[node_type] - 1}"
+                )
+        incident = {}
+        for edge_type, topo in newest.snapshot.edges.items():
+            src, dst = edge_ends(edge_type)
+            found = []
+            if src in remove_nodes:
+                found.append(np.asarray(topo.e_id)[np.isin(np.asarray(topo.row), remove_nodes[src])])
+            if dst in remove_nodes:
+                colptr, nodes = np.asarray(topo.colptr), np.unique(remove_nodes[dst])
+                starts, lengths = colptr[nodes], colptr[nodes + 1] - colptr[nodes]
+                offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+                found.append(np.asarray(topo.e_id)[np.repeat(starts, lengths) + offsets])
+            if found:
+                incident[edge_type] = np.unique(np.concatenate(found))
+        return incident
 
     def _note(self, edge_type: EdgeType | None, changes: EdgeChanges) -> None:
         """Count a logged write's edges into the next edge id and the removed set."""
@@ -236,15 +277,18 @@ def merged(topo: EdgeTopology, writes: list[EdgeChanges], counts: dict[NodeType 
     add_e_id = np.concatenate([w.add_e_id for w in writes]) if writes else empty
     removed = np.concatenate([w.remove for w in writes]) if writes else empty
     if removed.size:
-        kept = ~np.isin(add_e_id, removed, kind="table") if add_e_id.size else np.ones(0, bool)
+        kept = ~np.isin(add_e_id, removed)
         add_src, add_dst, add_e_id = add_src[kept], add_dst[kept], add_e_id[kept]
+    flags = np.zeros(int(removed.max(initial=-1)) + 1, bool)
+    flags[removed] = True
+    gone = np.packbits(flags, bitorder="little")
     colptr, row, e_id = _merged_side(
-        topo.colptr, topo.row, topo.e_id, num_dst, add_dst, add_src, add_e_id, removed, index_dtype(num_src)
+        topo.colptr, topo.row, topo.e_id, num_dst, add_dst, add_src, add_e_id, gone, index_dtype(num_src)
     )
     if not topo.has_csr:
         return EdgeTopology(topo.edge_type, num_src, num_dst, colptr, row, e_id)
     rowptr, col, csr_e_id = _merged_side(
-        topo.rowptr, topo.col, topo.csr_e_id, num_src, add_src, add_dst, add_e_id, removed, index_dtype(num_dst)
+        topo.rowptr, topo.col, topo.csr_e_id, num_src, add_src, add_dst, add_e_id, gone, index_dtype(num_dst)
     )
     return EdgeTopology(topo.edge_type, num_src, num_dst, colptr, row, e_id, rowptr, col, csr_e_id)
 
@@ -257,26 +301,25 @@ def _merged_side(
     add_keys: np.ndarray,
     add_values: np.ndarray,
     add_e_id: np.ndarray,
-    removed: np.ndarray,
+    gone: np.ndarray,
     value_dtype: np.dtype,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One compressed side (CSC or CSR) with ``removed`` edge ids dropped and the added edges
-    inserted at the end of their key's list, for ``num_keys`` keys."""
-    ptr = np.asarray(ptr)
-    counts = np.zeros(num_keys, np.int64)
-    counts[: ptr.size - 1] = np.diff(ptr)
-    values, e_id = np.asarray(values), np.asarray(e_id)
-    if removed.size and e_id.size:
-        gone = np.isin(e_id, removed, kind="table")
-        positions = np.flatnonzero(gone)
-        if positions.size:
-            counts -= np.bincount(np.searchsorted(ptr, positions, side="right") - 1, minlength=num_keys)
-            values, e_id = values[~gone], e_id[~gone]
-    kept_ptr = pointer_from_counts(counts)
+    """One compressed side (CSC or CSR) for ``num_keys`` keys, without the edges whose bit is
+    set in ``gone`` (a bitset over edge ids) and with the added edges at the end of their key's
+    list: one pass of ``merge_into``. Without edits the arrays are shared and only the pointer
+    grows."""
+    ptr, values, e_id = np.asarray(ptr), np.asarray(values), np.asarray(e_id)
+    if not add_keys.size and not gone.any() and values.dtype == value_dtype:
+        grown = np.full(num_keys + 1, ptr[-1], np.int64)
+        grown[: ptr.size] = ptr
+        return grown, values, e_id
     order = np.lexsort((add_e_id, add_keys))
-    keys = add_keys[order]
-    at = kept_ptr[keys + 1]
-    values = np.insert(values.astype(value_dtype, copy=False), at, add_values[order].astype(value_dtype))
-    e_id = np.insert(e_id, at, add_e_id[order])
-    counts += np.bincount(keys, minlength=num_keys)
-    return pointer_from_counts(counts), values, e_id
+    add_ptr = pointer_from_counts(np.bincount(add_keys, minlength=num_keys).astype(np.int64))
+    size = values.size + add_keys.size
+    out_ptr = np.empty(num_keys + 1, np.int64)
+    out_values, out_e_id = np.empty(size, value_dtype), np.empty(size, np.int64)
+    written = merge_into(
+        ptr, values, e_id, gone, add_ptr, add_values[order].astype(value_dtype), add_e_id[order],
+        out_ptr, out_values, out_e_id,
+    )
+    return out_ptr, out_values[:written], out_e_id[:written]

@@ -50,7 +50,7 @@ class WriteApplier:
             NotFoundError: an unknown node type.
             PreconditionError: the server is read-only.
         """
-        if not request.nodes and not request.edges:
+        if not request.nodes and not request.edges and not request.remove_nodes:
             raise InvalidRequestError("the write names no nodes and no edges: nothing to write")
         nodes = self._node_keys(request)
         edges = {}
@@ -64,19 +64,29 @@ class WriteApplier:
                 else np.empty(0, np.int64)
                 for name in ("add_src", "add_dst", "remove")
             ))
+        removed_nodes = {}
+        for entry in request.remove_nodes:
+            node_type = node_type_from_proto(entry.node_type)
+            if node_type in removed_nodes:
+                raise InvalidRequestError(f"node type {describe(node_type)} is named twice in remove_nodes")
+            removed_nodes[node_type] = ids_from_proto(entry.ids, f"nodes of {describe(node_type)} to remove").numpy()
         versions = self._versions
         with versions.write_lock:
             if versions.log.read_only:
                 raise PreconditionError("this server is read-only: it takes no graph writes")
             counts = {node_type: self._count_after(node_type, keys) for node_type, keys in nodes.items()}
-            record = versions.prepare(counts, edges)
+            record = versions.prepare(counts, edges, removed_nodes)
             node_ids = {node_type: self._id_map.map_keys(node_type, keys) for node_type, keys in nodes.items()}
             view = versions.commit(record)
         reply = graph_pb2.WriteGraphResponse(graph_version=view.version)
         for node_type, ids in node_ids.items():
             reply.node_ids.add(node_type=node_type_to_proto(node_type), ids=ids_to_proto(ids))
         for edge_type, changes in record.edges.items():
-            reply.edges.add(edge_type=edge_type_to_proto(edge_type), e_id=ids_to_proto(torch.from_numpy(changes.add_e_id)))
+            reply.edges.add(
+                edge_type=edge_type_to_proto(edge_type),
+                added=ids_to_proto(torch.from_numpy(changes.add_e_id)),
+                removed=ids_to_proto(torch.from_numpy(changes.remove)),
+            )
         return reply
 
     def _node_keys(self, request: graph_pb2.WriteGraphRequest) -> dict[NodeType | None, list[NodeKey] | Tensor]:

@@ -43,3 +43,30 @@ def first_out_of_range(ids: np.ndarray, bound: int) -> int | None:
     if not bad.any():
         return None
     return int(ids[int(np.argmax(bad))])
+
+
+@njit(cache=True, nogil=True)
+def merge_into(ptr, values, e_id, gone, add_ptr, add_values, add_e_id, out_ptr, out_values, out_e_id):  # noqa: ANN001, ANN201
+    """One compressed side with edits, key by key: a key's old entries except those whose edge
+    id has its bit set in ``gone`` (little-endian bits: a bitset stays in the CPU's caches where
+    a flag a byte would not), then its added entries (``add_ptr`` over the added arrays, sorted
+    by key); ``out_ptr`` gets the new pointer. Returns the number of entries written."""
+    old_keys = ptr.shape[0] - 1
+    limit = gone.shape[0] * 8
+    o = 0
+    for k in range(out_ptr.shape[0] - 1):
+        out_ptr[k] = o
+        if k < old_keys:
+            for i in range(ptr[k], ptr[k + 1]):
+                edge = e_id[i]
+                if edge < limit and (gone[edge >> 3] >> (edge & 7)) & 1:
+                    continue
+                out_values[o] = values[i]
+                out_e_id[o] = edge
+                o += 1
+        for j in range(add_ptr[k], add_ptr[k + 1]):
+            out_values[o] = add_values[j]
+            out_e_id[o] = add_e_id[j]
+            o += 1
+    out_ptr[out_ptr.shape[0] - 1] = o
+    return o

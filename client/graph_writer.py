@@ -40,11 +40,13 @@ NodeKeys = Sequence[int | str] | Tensor
 @dataclass(frozen=True)
 class GraphWrite:
     """What one write made: its graph version, the nodes' global ids per node type (in key
-    order) and the added edges' ids per edge type (in the order sent)."""
+    order), the added edges' ids per edge type (in the order sent) and the removed ones
+    (ascending; with a removed node's edges)."""
 
     version: int
     node_ids: dict[NodeType | None, Tensor]
     edge_ids: dict[EdgeType | None, Tensor]
+    removed_edge_ids: dict[EdgeType | None, Tensor]
 
 
 class GraphWriter:
@@ -69,6 +71,7 @@ class GraphWriter:
         nodes: Mapping[NodeType | None, NodeKeys] | None = None,
         add_edges: Mapping[EdgeType | None, tuple[Tensor, Tensor]] | None = None,
         remove_edges: Mapping[EdgeType | None, Tensor] | None = None,
+        remove_nodes: Mapping[NodeType | None, Tensor] | None = None,
     ) -> GraphWrite:
         """One atomic, durable write; ``None`` is the homogeneous graph's node (edge) type.
 
@@ -77,6 +80,8 @@ class GraphWriter:
             add_edges: edge type → ``(src, dst)`` global ids (of nodes in the version this write
                 makes: new nodes of an earlier write, or of ``nodes`` here once their ids are known).
             remove_edges: edge type → edge ids (``batch.e_id``) of edges in the newest version.
+            remove_nodes: node type → global ids whose edges (every edge type's, in the newest
+                version) are removed; the nodes keep their ids and keys, without edges.
 
         Raises:
             InvalidRequestError: a change the server refused (nothing was written).
@@ -95,15 +100,18 @@ class GraphWriter:
                 change.add_dst.CopyFrom(_ids(dst, edge_type, "destinations"))
             if edge_type in (remove_edges or {}):
                 change.remove.CopyFrom(_ids(remove_edges[edge_type], edge_type, "edge ids to remove"))
+        for node_type, ids in (remove_nodes or {}).items():
+            request.remove_nodes.add(node_type=node_type_to_proto(node_type), ids=_ids(ids, node_type, "nodes to remove"))
         reply = self.connection.call("GraphService", "WriteGraph", request, timeout=self.timeout)
         return GraphWrite(
             reply.graph_version,
             {node_type_from_proto(n.node_type): ids_from_proto(n.ids) for n in reply.node_ids},
-            {edge_type_from_proto(e.edge_type): ids_from_proto(e.e_id) for e in reply.edges},
+            {edge_type_from_proto(e.edge_type): ids_from_proto(e.added) for e in reply.edges},
+            {edge_type_from_proto(e.edge_type): ids_from_proto(e.removed) for e in reply.edges},
         )
 
 
-def _ids(values: object, edge_type: EdgeType | None, what: str) -> object:
+def _ids(values: object, of_type: NodeType | EdgeType | None, what: str) -> object:
     """Integer ids as they travel.
 
     Raises:
@@ -111,5 +119,5 @@ def _ids(values: object, edge_type: EdgeType | None, what: str) -> object:
     """
     ids = torch.as_tensor(values)
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise InvalidRequestError(f"edge type {edge_type!r}: {what} must be integer ids, got {ids.dtype}")
+        raise InvalidRequestError(f"{of_type!r}: {what} must be integer ids, got {ids.dtype}")
     return ids_to_proto(ids)

@@ -293,20 +293,24 @@ class EdgeChanges(_message.Message):
     def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., add_src: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., add_dst: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., remove: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
 
 class WriteGraphRequest(_message.Message):
-    __slots__ = ("nodes", "edges")
+    __slots__ = ("nodes", "edges", "remove_nodes")
     NODES_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_NODES_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[NodeKeys]
     edges: _containers.RepeatedCompositeFieldContainer[EdgeChanges]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeKeys, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[EdgeChanges, _Mapping]]] = ...) -> None: ...
+    remove_nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[NodeKeys, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[EdgeChanges, _Mapping]]] = ..., remove_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ...) -> None: ...
 
-class AddedEdges(_message.Message):
-    __slots__ = ("edge_type", "e_id")
+class WrittenEdges(_message.Message):
+    __slots__ = ("edge_type", "added", "removed")
     EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
-    E_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
     edge_type: _common_pb2.EdgeType
-    e_id: _common_pb2.Tensor
-    def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., e_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
+    added: _common_pb2.Tensor
+    removed: _common_pb2.Tensor
+    def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., added: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., removed: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
 
 class WriteGraphResponse(_message.Message):
     __slots__ = ("graph_version", "node_ids", "edges")
@@ -315,5 +319,5 @@ class WriteGraphResponse(_message.Message):
     EDGES_FIELD_NUMBER: _ClassVar[int]
     graph_version: int
     node_ids: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
-    edges: _containers.RepeatedCompositeFieldContainer[AddedEdges]
-    def __init__(self, graph_version: _Optional[int] = ..., node_ids: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[AddedEdges, _Mapping]]] = ...) -> None: ...
+    edges: _containers.RepeatedCompositeFieldContainer[WrittenEdges]
+    def __init__(self, graph_version: _Optional[int] = ..., node_ids: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[WrittenEdges, _Mapping]]] = ...) -> None: ...

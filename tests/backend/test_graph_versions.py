@@ -74,7 +74,9 @@ def test_each_version_is_the_graph_built_from_scratch_and_survives_a_restart(tmp
         view = versions.view(v)
         counts = view.snapshot.num_nodes
         check(view.snapshot.edges[ET], edges, counts["user"], counts["item"])
-        assert view.snapshot.edges[("item", "rev", "user")].num_edges == 50
+        rev = view.snapshot.edges[("item", "rev", "user")]  # untouched, but its users grew
+        assert rev.num_edges == 50 and rev.colptr.shape == (counts["user"] + 1,) and rev.colptr[-1] == 50
+        assert rev.rowptr.shape == (31,) and np.array_equal(rev.row, base.edges[("item", "rev", "user")].row)
         assert view.bounds.num_edges[ET] == len(edges)
     assert versions.view(6).snapshot.num_nodes == {"user": 43, "item": 30}
 
@@ -130,3 +132,24 @@ def test_a_read_only_log_takes_no_write(tmp_path: Path) -> None:
     with pytest.raises(PreconditionError, match="read-only"):
         write(versions, {}, {ET: EdgeWrite(ids(0), ids(0), ids())})
     assert not (tmp_path / "log").exists()
+
+
+def test_removing_nodes_removes_every_edge_they_have(tmp_path: Path) -> None:
+    base, alive = base_graph()
+    versions = GraphVersions(base, WriteLog(tmp_path / "log", base.version))
+    write(versions, {}, {ET: EdgeWrite(ids(3), ids(4), ids())})  # an added edge of user 3 goes too
+    alive = np.concatenate([alive, [[3, 4, 300]]])
+    back = versions.view().snapshot.edges[("item", "rev", "user")]
+    with versions.write_lock:
+        record = versions.prepare({}, {ET: EdgeWrite(ids(), ids(), ids(0))},
+                                  {"user": ids(3, 7, 3), "item": ids(5)})
+        view = versions.commit(record)
+    gone = np.isin(alive[:, 0], [3, 7]) | (alive[:, 1] == 5) | (alive[:, 2] == 0)
+    assert np.array_equal(record.edges[ET].remove, np.sort(alive[gone, 2]))
+    check(view.snapshot.edges[ET], alive[~gone], 40, 30)
+    rev_dst, rev_src = np.repeat(np.arange(40), np.diff(back.colptr)), np.asarray(back.row)
+    rev_gone = np.sort(np.asarray(back.e_id)[(rev_src == 5) | np.isin(rev_dst, [3, 7])])
+    assert np.array_equal(record.edges[("item", "rev", "user")].remove, rev_gone) and rev_gone.size
+    with pytest.raises(InvalidRequestError, match="node 40 of 'user' cannot be removed: ids are 0..39"):
+        with versions.write_lock:
+            versions.prepare({}, {}, {"user": ids(40)})

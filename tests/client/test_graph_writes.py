@@ -132,6 +132,14 @@ def test_new_nodes_keep_their_ids_rows_and_edges_across_a_restart(graph: Data, d
         sampler.switch_version(1)  # before the edges: the new node has no neighbours
         assert sampler.sample_nodes(NodeSamplerInput(None, torch.tensor([N + 1])), seed=5).edge.numel() == 0
 
+        done = GraphWriter(fs).write(remove_nodes={None: torch.tensor([N, 5])})
+        touching = {e for e, (s, d) in edges_of(graph).items() if 5 in (s, d)} | {E, E + 1}
+        assert set(done.removed_edge_ids[None].tolist()) == touching and done.version == 3
+        sampler.switch_version()
+        out = sampler.sample_nodes(NodeSamplerInput(None, torch.arange(N + 2)), seed=1)
+        assert set(out.edge.tolist()) == set(range(E)) - touching  # -1 twice over every node: every edge left
+        assert RemoteIdMap(fs.connection).to_ids(None, [N + 7]).tolist() == [N]  # the node keeps its key
+
 
 def test_strangers_get_clear_errors_and_change_nothing(data_dir: Path) -> None:
     with start_server(data_dir) as server:
