@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import mmap
 import threading
 import time
 from collections import OrderedDict
@@ -293,6 +294,19 @@ def merged(topo: EdgeTopology, writes: list[EdgeChanges], counts: dict[NodeType 
     return EdgeTopology(topo.edge_type, num_src, num_dst, colptr, row, e_id, rowptr, col, csr_e_id)
 
 
+def _fresh(size: int, dtype: np.dtype) -> np.ndarray:
+    """An uninitialised array in its own anonymous mapping, asking for huge pages: a version's
+    arrays are hundreds of MB of new memory, and 4 KiB page faults made most of a build's time
+    (0.63 s against 0.18 s to touch 300 MB on the development VM, where huge pages are madvise-only)."""
+    dtype = np.dtype(dtype)
+    if size == 0:
+        return np.empty(0, dtype)
+    mapping = mmap.mmap(-1, size * dtype.itemsize)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        mapping.madvise(mmap.MADV_HUGEPAGE)
+    return np.frombuffer(mapping, dtype)  # the array keeps the mapping alive; it unmaps with it
+
+
 def _merged_side(
     ptr: np.ndarray,
     values: np.ndarray,
@@ -317,7 +331,7 @@ def _merged_side(
     add_ptr = pointer_from_counts(np.bincount(add_keys, minlength=num_keys).astype(np.int64))
     size = values.size + add_keys.size
     out_ptr = np.empty(num_keys + 1, np.int64)
-    out_values, out_e_id = np.empty(size, value_dtype), np.empty(size, np.int64)
+    out_values, out_e_id = _fresh(size, value_dtype), _fresh(size, np.int64)
     written = merge_into(
         ptr, values, e_id, gone, add_ptr, add_values[order].astype(value_dtype), add_e_id[order],
         out_ptr, out_values, out_e_id,
