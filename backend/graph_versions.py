@@ -41,9 +41,10 @@ MAX_WRITE_EDGES = 1 << 22
 """Edges one write may add plus remove."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class GraphView:
-    """One graph version, ready to sample: its snapshot, engine and the bounds of its work."""
+    """One graph version, ready to sample: its snapshot, engine and the bounds of its work
+    (hashed by identity: what is derived from a version can be kept beside it, weakly)."""
 
     version: int
     snapshot: TopologySnapshot
@@ -277,6 +278,7 @@ def merged(topo: EdgeTopology, writes: list[EdgeChanges], counts: dict[NodeType 
     add_dst = np.concatenate([w.add_dst for w in writes]) if writes else empty
     add_e_id = np.concatenate([w.add_e_id for w in writes]) if writes else empty
     removed = np.concatenate([w.remove for w in writes]) if writes else empty
+    id_count = topo.num_edge_ids + add_e_id.size  # every write's added edges took the next ids
     if removed.size:
         kept = ~np.isin(add_e_id, removed)
         add_src, add_dst, add_e_id = add_src[kept], add_dst[kept], add_e_id[kept]
@@ -286,12 +288,12 @@ def merged(topo: EdgeTopology, writes: list[EdgeChanges], counts: dict[NodeType 
     colptr, row, e_id = _merged_side(
         topo.colptr, topo.row, topo.e_id, num_dst, add_dst, add_src, add_e_id, gone, index_dtype(num_src)
     )
-    if not topo.has_csr:
-        return EdgeTopology(topo.edge_type, num_src, num_dst, colptr, row, e_id)
-    rowptr, col, csr_e_id = _merged_side(
-        topo.rowptr, topo.col, topo.csr_e_id, num_src, add_src, add_dst, add_e_id, gone, index_dtype(num_dst)
-    )
-    return EdgeTopology(topo.edge_type, num_src, num_dst, colptr, row, e_id, rowptr, col, csr_e_id)
+    csr = (None, None, None)
+    if topo.has_csr:
+        csr = _merged_side(
+            topo.rowptr, topo.col, topo.csr_e_id, num_src, add_src, add_dst, add_e_id, gone, index_dtype(num_dst)
+        )
+    return EdgeTopology(topo.edge_type, num_src, num_dst, colptr, row, e_id, *csr, id_count=id_count)
 
 
 def _fresh(size: int, dtype: np.dtype) -> np.ndarray:

@@ -14,7 +14,7 @@ from torch import Tensor
 from torch_geometric.typing import NodeType
 
 from gnnstore.backend.graph_versions import MAX_WRITE_EDGES, EdgeWrite, GraphVersions, edges_of
-from gnnstore.common.errors import InvalidRequestError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import (
     describe,
@@ -72,8 +72,6 @@ class WriteApplier:
             removed_nodes[node_type] = ids_from_proto(entry.ids, f"nodes of {describe(node_type)} to remove").numpy()
         versions = self._versions
         with versions.write_lock:
-            if versions.log.read_only:
-                raise PreconditionError("this server is read-only: it takes no graph writes")
             counts = {node_type: self._count_after(node_type, keys) for node_type, keys in nodes.items()}
             record = versions.prepare(counts, edges, removed_nodes)
             node_ids = {node_type: self._id_map.map_keys(node_type, keys) for node_type, keys in nodes.items()}

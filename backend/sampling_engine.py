@@ -123,15 +123,15 @@ class SamplingEngine:
         return WeightIndex(self._csc, weights)
 
     def _check_per_edge(self, values: Mapping[EdgeType | None, np.ndarray], what: str) -> None:
-        """Each edge type's ``values`` are one per edge.
+        """Each edge type's ``values`` are one per edge id.
 
         Raises:
             InvalidRequestError: they are not (named by edge type and ``what``).
         """
         for edge_type, array in values.items():
-            expected = self.snapshot.edges[edge_type].num_edges
+            expected = self.snapshot.edges[edge_type].num_edge_ids
             if array.shape != (expected,):
-                raise InvalidRequestError(f"edge type {edge_type!r} has {expected} edges but {array.shape[0]} {what}")
+                raise InvalidRequestError(f"edge type {edge_type!r} has {expected} edge ids but {array.shape[0]} {what}")
 
     @property
     def num_nodes(self) -> int | dict[NodeType, int]:

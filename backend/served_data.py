@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +22,7 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.feature_tier import FeatureTier
-from gnnstore.backend.graph_versions import GraphVersions
+from gnnstore.backend.graph_versions import GraphVersions, GraphView
 from gnnstore.backend.graph_write_log import WriteLog
 from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler
 from gnnstore.backend.sampler import SnapshotNeighborSampler
@@ -247,32 +249,25 @@ def _snapshot(
     stores: Stores, config: ServerConfig, counts: dict[NodeType | None, int]
 ) -> tuple[GraphSummary, VersionLookup, DegreeRanking, GraphVersions]:
     """Sampling from a memory-mapped snapshot of the graph store's current version and the graph
-    writes logged over it (temporal sampling by node times, weighted sampling by edge weights,
-    both read from the feature store, on the snapshot as built)."""
+    writes logged over it (temporal sampling by node or edge times, weighted sampling by edge
+    weights, both read from the feature store, one per attribute per version)."""
     snapshot = build_snapshot(stores.graph_store, config.data_dir / SNAPSHOTS, num_nodes=counts)
     log = WriteLog(config.data_dir / GRAPH_WRITES, snapshot.version, read_only=config.read_only)
     versions = GraphVersions(snapshot, log)
-    base = versions.view(0).engine
-    temporal_indexes = TemporalIndexes(base, stores.feature_store)
-    weight_indexes = WeightIndexes(base, stores.feature_store)
+    indexes = _IndexesPerVersion(stores.feature_store)
 
     def sampling(version: int | None) -> SampledVersion:
         view = versions.view(version)
 
         def make_sampler(request: SamplerRequest) -> BaseSampler:
-            temporal = request.temporal
-            if view.version and (temporal is not None or request.weight_attr is not None):
-                raise InvalidRequestError(
-                    f"temporal and weighted sampling read graph version 0 (the snapshot as built), and "
-                    f"graph writes made version {view.version}; ask for version 0, or rebuild the store "
-                    "with `gnnstore ingest` to take the writes in"
-                )
+            temporal, weighted = request.temporal, request.weight_attr
+            temporal_indexes, weight_indexes = indexes.of(view) if temporal or weighted is not None else (None, None)
             return SnapshotNeighborSampler(
                 view.engine, request.num_neighbors, replace=request.replace, disjoint=request.disjoint,
                 seed=request.seed, allocate=request.allocate,
                 temporal=None if temporal is None else temporal_indexes.get(temporal.time_attr),
                 temporal_strategy="uniform" if temporal is None else temporal.strategy,
-                weights=None if request.weight_attr is None else weight_indexes.get(request.weight_attr),
+                weights=None if weighted is None else weight_indexes.get(weighted),
             )
 
         return SampledVersion(view.version, view.bounds, make_sampler)
@@ -284,6 +279,28 @@ def _snapshot(
         "snapshot",
     )
     return summary, sampling, DegreeRanking(snapshot), versions
+
+
+class _IndexesPerVersion:
+    """The temporal and weight indexes of each graph version in memory, made on first use and
+    dropped with the version (each is a copy of the version's CSC, sorted or summed)."""
+
+    def __init__(self, feature_store: Any) -> None:
+        self._features = feature_store
+        self._lock = threading.Lock()
+        self._of: weakref.WeakKeyDictionary[GraphView, tuple[TemporalIndexes, WeightIndexes]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def of(self, view: GraphView) -> tuple[TemporalIndexes, WeightIndexes]:
+        """``view``'s temporal and weight indexes (each built when first asked for)."""
+        with self._lock:
+            found = self._of.get(view)
+            if found is None:
+                found = self._of[view] = (
+                    TemporalIndexes(view.engine, self._features), WeightIndexes(view.engine, self._features)
+                )
+            return found
 
 
 def _live(

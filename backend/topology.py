@@ -70,6 +70,8 @@ class EdgeTopology:
         row: source ids of those in-edges, sorted by destination and, within one, by e_id.
         e_id: the graph store's edge id of each CSC entry (int64).
         rowptr, col, csr_e_id: the same by source, or ``None`` when not built.
+        id_count: edge ids given so far, when graph writes removed some (``None``: ``num_edges``,
+            as in a built snapshot, whose ids are ``0 .. num_edges-1``).
     """
 
     edge_type: EdgeType | None
@@ -81,11 +83,17 @@ class EdgeTopology:
     rowptr: np.ndarray | None = None
     col: np.ndarray | None = None
     csr_e_id: np.ndarray | None = None
+    id_count: int | None = None
 
     @property
     def num_edges(self) -> int:
         """Number of edges of this type."""
         return int(self.row.shape[0])
+
+    @property
+    def num_edge_ids(self) -> int:
+        """Edge ids given so far (every id is below it): an attribute per edge has this many rows."""
+        return self.num_edges if self.id_count is None else self.id_count
 
     @property
     def has_csr(self) -> bool:

@@ -44,8 +44,8 @@ class WeightIndex:
             self.csc_weights[edge_type] = (cum, tuple(summary))
 
 
-def edge_weights(tensor: torch.Tensor, edge_type: EdgeType | None, weight_attr: str, num_edges: int) -> np.ndarray:
-    """One float64 weight per edge from a stored ``[E]`` or ``[E, 1]`` numeric attribute.
+def edge_weights(tensor: torch.Tensor, edge_type: EdgeType | None, weight_attr: str, num_edge_ids: int) -> np.ndarray:
+    """One float64 weight per edge id from a stored ``[E]`` or ``[E, 1]`` numeric attribute.
 
     Raises:
         InvalidRequestError: another shape or row count, a non-numeric dtype, or a weight that
@@ -58,8 +58,8 @@ def edge_weights(tensor: torch.Tensor, edge_type: EdgeType | None, weight_attr: 
         raise InvalidRequestError(
             f"{where} must hold one number per edge ([E] or [E, 1]), got {tensor.dtype} {list(tensor.shape)}"
         )
-    if tensor.shape[0] != num_edges:
-        raise InvalidRequestError(f"{where} has {tensor.shape[0]} rows for {num_edges} edges")
+    if tensor.shape[0] != num_edge_ids:
+        raise InvalidRequestError(f"{where} has {tensor.shape[0]} rows for {num_edge_ids} edge ids")
     weights = tensor.to(torch.float64).numpy()
     bad = np.flatnonzero(~np.isfinite(weights) | (weights < 0))
     if bad.size:
@@ -92,6 +92,6 @@ class WeightIndexes(AttrIndexCache[WeightIndex]):
         if not found:
             raise NotFoundError(f"no edge type has an edge feature {weight_attr!r} to sample by weight")
         return self._engine.weight_index({
-            et: edge_weights(self._read(edge_group_of(et), weight_attr), et, weight_attr, edges[et].num_edges)
+            et: edge_weights(self._read(edge_group_of(et), weight_attr), et, weight_attr, edges[et].num_edge_ids)
             for et in found
         })

@@ -346,12 +346,19 @@ class _ConcurrentEpoch(Generic[T]):
                 pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _seed_claiming_sampler(loader: object) -> RemoteNeighborSampler | None:
-    """The sampler of a PyG loader that ``_ConcurrentEpoch`` can drive, else ``None``."""
-    if not isinstance(loader, (NodeLoader, LinkLoader)) or loader.num_workers or loader.batch_sampler is None:
+def _remote_sampler(loader: object) -> RemoteNeighborSampler | None:
+    """The ``RemoteNeighborSampler`` of a PyG loader, else ``None``."""
+    if not isinstance(loader, (NodeLoader, LinkLoader)):
         return None
     sampler = loader.node_sampler if isinstance(loader, NodeLoader) else loader.link_sampler
     return sampler if isinstance(sampler, RemoteNeighborSampler) else None
+
+
+def _seed_claiming_sampler(loader: object) -> RemoteNeighborSampler | None:
+    """The sampler of a PyG loader that ``_ConcurrentEpoch`` can drive, else ``None``."""
+    if _remote_sampler(loader) is None or loader.num_workers or loader.batch_sampler is None:
+        return None
+    return _remote_sampler(loader)
 
 
 def _index_batches(loader: NodeLoader | LinkLoader) -> DataLoader:
@@ -385,6 +392,9 @@ class Prefetcher(Generic[T]):
 
     Over a PyG loader whose sampler is a ``RemoteNeighborSampler`` (``num_workers=0``),
     ``state_dict()`` / ``load_state_dict()`` checkpoint the current epoch (see the module doc).
+    Over any PyG loader with such a sampler, each epoch begins by moving it to the server's
+    newest graph version (``switch_version``), so graph writes show up epoch by epoch (loader
+    workers take the version when they start: persistent ones keep their first).
     """
 
     def __init__(
@@ -413,6 +423,9 @@ class Prefetcher(Generic[T]):
         if self.resumable:
             epoch, self._resume = _ConcurrentEpoch(self, self.timing, self._resume), None
         else:
+            sampler = _remote_sampler(self.iterable)
+            if sampler is not None:  # workers made for this epoch take the version with the sampler
+                sampler.switch_version()
             epoch = _Epoch(self, self.timing)
         self._epoch = weakref.ref(epoch)
         return epoch

@@ -7,7 +7,8 @@ answered the same way every time and are never retried.
 
 A call is retried only where sending it twice leaves the server as sending it once did: every
 read, and ``Put`` (it writes the same rows or tensor again). ``Remove`` is not: a second try
-would answer "nothing removed" for a tensor the first try removed.
+would answer "nothing removed" for a tensor the first try removed. Nor is ``WriteGraph``: a
+second try would add its edges again, under new edge ids, as another graph version.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ IDEMPOTENT_CALLS = frozenset({
 })
 """``Service.Method`` of every call that may be sent again after an unanswered try."""
 
-NEVER_RETRIED = frozenset({"FeatureService.Remove"})
+NEVER_RETRIED = frozenset({"FeatureService.Remove", "GraphService.WriteGraph"})
 """Calls that are not idempotent; with ``IDEMPOTENT_CALLS`` they name every gnnstore RPC."""
 
 

@@ -160,5 +160,5 @@ def test_edge_times_pick_the_latest_allowed_edges_by_their_own_times(
     assert (edge_time[uniform.edge] <= torch.tensor(seed_time)[uniform.batch[uniform.col]]).all()
     with pytest.raises(InvalidRequestError, match="have no time attribute; give seed times"):
         sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor(seeds)))  # edge times give seeds none
-    with pytest.raises(InvalidRequestError, match=f"has {data.num_edges} edges but 3 times"):
+    with pytest.raises(InvalidRequestError, match=f"has {data.num_edges} edge ids but 3 times"):
         engine.temporal_index({}, {None: edge_time[:3].numpy()})

@@ -104,7 +104,7 @@ def test_edge_types_without_weights_are_sampled_uniformly() -> None:
     (torch.tensor([1.0, -1.0, 2.0]), r"edge 1 has weight -1.0; weights must be finite and >= 0"),
     (torch.tensor([1.0, float("nan"), 2.0]), r"edge 1 has weight nan"),
     (torch.ones(3, 2), r"one number per edge \(\[E\] or \[E, 1\]\), got torch.float32 \[3, 2\]"),
-    (torch.ones(4), r"has 4 rows for 3 edges"),
+    (torch.ones(4), r"has 4 rows for 3 edge ids"),
     (torch.ones(3, dtype=torch.bool), r"one number per edge"),
 ])
 def test_weights_that_are_not_one_finite_non_negative_number_per_edge_are_named(values: torch.Tensor, message: str) -> None:

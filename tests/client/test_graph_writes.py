@@ -102,7 +102,7 @@ def test_batches_are_one_version_while_a_writer_adds_and_removes_edges(graph: Da
         assert set(out.edge.tolist()) == set(range(E))
 
 
-def test_new_nodes_keep_their_ids_rows_and_edges_across_a_restart(graph: Data, data_dir: Path) -> None:
+def test_new_nodes_keep_their_ids_rows_and_edges_across_a_kill(graph: Data, data_dir: Path) -> None:
     with start_server(data_dir) as server:
         fs, _ = connect(server.address)
         writer = GraphWriter(fs)
@@ -116,6 +116,8 @@ def test_new_nodes_keep_their_ids_rows_and_edges_across_a_restart(graph: Data, d
         sampler = RemoteNeighborSampler(fs, [-1, -1], feature_store=fs)
         batch_before = sampler.sample_nodes(NodeSamplerInput(None, torch.tensor([N + 1])), seed=5)
         assert batch_before.node[:3].tolist() == [N + 1, N, 0]
+        server.proc.kill()  # kill -9: what a write returned is durable without a clean stop
+        server.proc.wait()
 
     with start_server(data_dir) as server:
         fs, gs = connect(server.address, cache_bytes=1 << 12)  # a cache sized before the new nodes grows
@@ -181,13 +183,28 @@ def test_strangers_get_clear_errors_and_change_nothing(data_dir: Path) -> None:
             GraphWriter(fs).write(add_edges={None: (torch.tensor([0]), torch.tensor([1]))})
 
 
-def test_temporal_and_weighted_sampling_name_the_version_they_read(graph: Data, data_dir: Path) -> None:
+def test_weighted_and_temporal_sampling_read_a_written_version_once_its_rows_are_put(data_dir: Path) -> None:
+    seeds = NodeSamplerInput(None, torch.tensor([9]))
     with start_server(data_dir) as server:
         fs, _ = connect(server.address)
-        fs[(None, None), "w", None] = torch.ones(E)
-        GraphWriter(fs).write(add_edges={None: (torch.tensor([0]), torch.tensor([1]))})
-        sampler = RemoteNeighborSampler(fs, [2], weight_attr="w")
-        with pytest.raises(InvalidRequestError, match="read graph version 0"):
-            sampler.sample_nodes(NodeSamplerInput(None, torch.tensor([1])), seed=1)
-        sampler.switch_version(0)
-        assert sampler.sample_nodes(NodeSamplerInput(None, torch.tensor([1])), seed=1).node[0] == 1
+        writer = GraphWriter(fs)
+        fs[(None, None), "w", None] = torch.zeros(E)  # no edge of the ingested graph may be picked
+        writer.write(add_edges={None: (torch.tensor([0, 1]), torch.tensor([9, 9]))})
+        weighted = RemoteNeighborSampler(fs, [5], weight_attr="w")
+        with pytest.raises(InvalidRequestError, match=f"has {E} rows for {E + 2} edge ids"):
+            weighted.sample_nodes(seeds, seed=1)
+        fs[(None, None), "w", torch.tensor([E, E + 1])] = torch.tensor([0.0, 2.0])  # the added edges' rows
+        assert weighted.sample_nodes(seeds, seed=1).edge.tolist() == [E + 1]
+        writer.write(remove_edges={None: torch.tensor([E + 1])})  # its id stays given: rows still fit
+        weighted.switch_version()
+        assert weighted.sample_nodes(seeds, seed=1).edge.numel() == 0
+
+        fs[None, "t", None] = torch.zeros(N, dtype=torch.long)
+        new = writer.write(nodes={None: ["late"]}).node_ids[None]
+        writer.write(add_edges={None: (new, torch.tensor([9]))})
+        timed = RemoteNeighborSampler(fs, [-1], time_attr="t")
+        with pytest.raises(InvalidRequestError, match=f"has {N + 1} nodes but {N} times"):
+            timed.sample_nodes(seeds, seed=1)
+        fs[None, "t", new] = torch.tensor([5])  # later than node 9 (time 0): never its neighbour
+        out = timed.sample_nodes(seeds, seed=1)
+        assert int(new) not in out.node.tolist() and 0 in out.node.tolist()
