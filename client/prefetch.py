@@ -356,9 +356,10 @@ def _remote_sampler(loader: object) -> RemoteNeighborSampler | None:
 
 def _seed_claiming_sampler(loader: object) -> RemoteNeighborSampler | None:
     """The sampler of a PyG loader that ``_ConcurrentEpoch`` can drive, else ``None``."""
-    if _remote_sampler(loader) is None or loader.num_workers or loader.batch_sampler is None:
+    sampler = _remote_sampler(loader)
+    if sampler is None or loader.num_workers or loader.batch_sampler is None:
         return None
-    return _remote_sampler(loader)
+    return sampler
 
 
 def _index_batches(loader: NodeLoader | LinkLoader) -> DataLoader:
