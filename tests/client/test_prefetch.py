@@ -219,7 +219,15 @@ def test_only_a_loader_over_the_remote_sampler_checkpoints_its_epochs() -> None:
     {"epoch_seed": 1.5, "position": 2, "claimed": 0, "generator_state": None},
     {"epoch_seed": 1, "position": True, "claimed": 0, "generator_state": None},
     {"epoch_seed": 1, "position": 2, "claimed": 0, "generator_state": "abc"},
+    {"epoch_seed": 1, "position": 2, "claimed": 0, "generator_state": None, "graph_version": -1},
+    {"epoch_seed": 1, "position": 2, "claimed": 0, "generator_state": None, "graph_version": "3"},
 ])
 def test_a_state_no_state_dict_makes_is_refused(state: dict) -> None:
     with pytest.raises(InvalidRequestError, match="epoch state"):
         EpochState.from_dict(state)
+
+
+def test_a_state_saved_before_graph_versions_still_loads() -> None:
+    old = {"epoch_seed": 1, "position": 2, "claimed": 0, "generator_state": None}
+    assert EpochState.from_dict(old).graph_version is None  # its resumed epoch reads the newest
+    assert EpochState.from_dict({**old, "graph_version": 4}).graph_version == 4
