@@ -6,16 +6,15 @@ version 0 with writes ``1 .. v`` applied. On disk, in the data directory's ``gra
     base.json              {"base": <the version of the snapshot the writes apply to>}
     000000000001.npz       write 1: its node counts and, per edge type, added and removed edges
 
-A write is published by renaming its complete, fsynced file into place and fsyncing the
-folder, so a process killed at any instruction leaves the log at the old version or the new
-one. The log belongs to one base: after a new ``gnnstore ingest`` it no longer applies, and
-ingest removes it.
+A write is published with ``write_durably`` (a fsynced part file renamed into place, then the
+folder fsynced), so a process killed at any instruction leaves the log at the old version or
+the new one. The log belongs to one base: after a new ``gnnstore ingest`` it no longer
+applies, and ingest removes it.
 """
 from __future__ import annotations
 
 import io
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +23,11 @@ import numpy as np
 from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.topology import edge_type_from_json, node_type_from_json
+from gnnstore.common.durable_file import PART_PREFIX, PART_SUFFIX, write_durably
 from gnnstore.common.errors import MalformedFileError, PreconditionError
 
 BASE_FILE = "base.json"
 _RECORD = re.compile(r"^(\d{12})\.npz$")
-_TMP_PREFIX = ".tmp-"
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ class WriteLog:
                 f"is at {base}; move that folder away to serve the store as it is"
             )
         if not read_only:
-            for leftover in folder.glob(_TMP_PREFIX + "*"):
+            for leftover in folder.glob(f"{PART_PREFIX}*{PART_SUFFIX}"):
                 leftover.unlink()
         files = sorted(f for f in folder.iterdir() if _RECORD.match(f.name))
         for expected, file in enumerate(files, start=1):
@@ -108,24 +107,9 @@ class WriteLog:
             raise PreconditionError(f"write {record.version} is not the next version ({self.newest + 1})")
         self.folder.mkdir(parents=True, exist_ok=True)
         if not (self.folder / BASE_FILE).is_file():
-            _publish(self.folder, BASE_FILE, json.dumps({"base": self.base}).encode())
-        _publish(self.folder, f"{record.version:012d}.npz", _encode(record))
+            write_durably(self.folder / BASE_FILE, json.dumps({"base": self.base}).encode())
+        write_durably(self.folder / f"{record.version:012d}.npz", _encode(record))
         self.records.append(record)
-
-
-def _publish(folder: Path, name: str, data: bytes) -> None:
-    """Write ``folder/name`` atomically and durably: a fsynced temporary file renamed into place."""
-    tmp = folder / f"{_TMP_PREFIX}{name}"
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, folder / name)
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def _encode(record: WriteRecord) -> bytes:

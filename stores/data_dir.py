@@ -9,10 +9,10 @@ import json
 import logging
 import os
 import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from gnnstore.common.durable_file import sync_directory, write_durably
 from gnnstore.common.errors import PreconditionError
 from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.id_map import IdMap
@@ -150,27 +150,12 @@ def clear_ingest_record(data_dir: str | os.PathLike) -> None:
     record = Path(data_dir) / INGEST_RECORD
     if record.exists():
         record.unlink()
-        _sync_directory(record.parent)  # the removal is durable before any write follows it
+        sync_directory(record.parent)  # the removal is durable before any write follows it
 
 
 def write_ingest_record(data_dir: str | os.PathLike, record: dict) -> None:
     """Note, atomically, what the ingest that just committed every write read."""
-    root = Path(data_dir)
-    staged = root / f".{INGEST_RECORD}-{uuid.uuid4().hex}"
-    with open(staged, "w") as file:
-        json.dump(record, file, sort_keys=True)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(staged, root / INGEST_RECORD)
-    _sync_directory(root)
-
-
-def _sync_directory(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    write_durably(Path(data_dir) / INGEST_RECORD, json.dumps(record, sort_keys=True).encode())
 
 
 def discard_graph_writes(data_dir: str | os.PathLike) -> int:

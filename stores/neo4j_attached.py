@@ -12,7 +12,6 @@ read.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from torch_geometric.data import EdgeAttr
 from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.typing import EdgeType
 
+from gnnstore.common.durable_file import write_durably
 from gnnstore.common.errors import NotFoundError, PreconditionError, ServerUnavailableError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 from gnnstore.stores.id_map import IdMap
@@ -44,10 +44,8 @@ class AttachedSchema:
 
     def save(self, data_dir: Path) -> None:
         """Write it into ``data_dir`` atomically."""
-        path = Path(data_dir) / ATTACHED_SCHEMA
-        part = path.with_suffix(".part")
-        part.write_text(json.dumps({"keys": self.keys, "relationships": [list(r) for r in self.relationships]}))
-        os.replace(part, path)
+        schema = {"keys": self.keys, "relationships": [list(r) for r in self.relationships]}
+        write_durably(Path(data_dir) / ATTACHED_SCHEMA, json.dumps(schema).encode())
 
     @staticmethod
     def forget(data_dir: Path) -> None:

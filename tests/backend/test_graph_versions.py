@@ -116,9 +116,9 @@ def test_the_log_belongs_to_its_base_and_sweeps_torn_writes(tmp_path: Path) -> N
     base, _ = base_graph()
     folder = tmp_path / "log"
     write(GraphVersions(base, WriteLog(folder, base.version)), {}, {ET: EdgeWrite(ids(0), ids(0), ids())})
-    (folder / ".tmp-000000000002.npz").write_bytes(b"half a write")  # killed before its rename
+    (folder / ".000000000002.npz.part").write_bytes(b"half a write")  # killed before its rename
     assert WriteLog(folder, base.version).newest == 1
-    assert not (folder / ".tmp-000000000002.npz").exists()
+    assert not (folder / ".000000000002.npz.part").exists()
     with pytest.raises(PreconditionError, match="made over graph version v1, but the graph store is at v2"):
         WriteLog(folder, "v2")
     (folder / "000000000001.npz").write_bytes(b"not a record")
