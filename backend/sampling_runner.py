@@ -34,10 +34,10 @@ from gnnstore.backend.work_budget import sampled_edges_bound
 from gnnstore.proto.codec import describe
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.common.allocate import Allocate
-from gnnstore.common.graph_types import edge_group_of, is_edge_group
+from gnnstore.common.graph_types import edge_group_of, edge_type_of_group, is_edge_group
 from gnnstore.common.temporal import TemporalOptions
 from gnnstore.proto.reply_segment import ALIGNMENT, ArrayWriter
-from gnnstore.proto.sample_codec import NodeRows, NeighborCounts, RowRequest, distinct_in_order
+from gnnstore.proto.sample_codec import IdBitmap, NodeRows, NeighborCounts, RowRequest, distinct_in_order
 
 logger = logging.getLogger(__name__)
 
@@ -223,13 +223,11 @@ class SamplingRunner:
         ]
 
     def _lacking(self, group: object, ids: np.ndarray, request: RowRequest, version: SampledVersion) -> np.ndarray:
-        """Which entries of the node list ``ids`` the client lacks (a mask): those neither in
-        its hot prefix nor known (every edge: edge rows are not cached)."""
+        """Which entries of ``ids`` (a node list, or a sample's edge ids) the client lacks (a
+        mask): those neither in its hot prefix nor known."""
         keep = np.ones(ids.shape[0], dtype=bool)
-        if is_edge_group(group):
-            return keep
         prefix = request.hot.get(group)
-        if prefix is not None and prefix.count:
+        if prefix is not None and prefix.count and not is_edge_group(group):
             if self.ranking is not None and prefix.version == self.ranking.version:
                 hot = self.ranking.hot_mask(group, prefix.count)
                 inside = ids < hot.shape[0]  # nodes added by graph writes are never in the hot set
@@ -237,16 +235,23 @@ class SamplingRunner:
             else:
                 logger.debug("hot prefix of version %r ignored: the ranking differs", prefix.version)
         known = request.known.get(group)
-        if known is not None and known.numel():
-            known = known.numpy()
-            count = version.bounds.num_nodes.get(group, 0)
-            low, high = int(known.min()), int(known.max())
-            if low < 0 or high >= count:
+        bitmap = isinstance(known, IdBitmap)
+        if known is not None and (known.bits.size if bitmap else known.numel()) and ids.size:
+            count = _id_count(group, version)
+            known = known if bitmap else known.numpy()
+            low, high = (known.start, known.last_byte_start) if bitmap else (int(known.min()), int(known.max()))
+            if low < 0 or count is not None and high >= count:
+                what = "edge id" if is_edge_group(group) else "id"
+                valid = "0 and up" if count is None else f"0..{count - 1}"
                 raise InvalidRequestError(
-                    f"known id {low if low < 0 else high} of {describe(group)} is out of range "
-                    f"(valid ids: 0..{count - 1})"
+                    f"known {what} {low if low < 0 else high} of {describe(group)} is out of range "
+                    f"(valid ids: {valid})"
                 )
-            keep &= ~np.isin(ids, known, kind="table")  # a bitmap over the id range
+            if bitmap:
+                keep &= ~known.holds(ids)
+            else:  # np.isin builds a bitmap over the known ids' range: keep it within the sample's
+                known = known[(known >= ids.min()) & (known <= ids.max())]
+                keep &= ~np.isin(ids, known, kind="table")
         return keep
 
     def _check_work(
@@ -309,6 +314,14 @@ def _sampled_ids(out: SamplerOutput | HeteroSamplerOutput) -> dict[object, Tenso
         edges = {edge_group_of(et): e for et, e in (out.edge or {}).items() if e is not None}
         return {**out.node, **edges}
     return {None: out.node, **({} if out.edge is None else {edge_group_of(None): out.edge})}
+
+
+def _id_count(group: object, version: SampledVersion) -> int | None:
+    """Ids of ``group`` in ``version``: its nodes, or the edge ids given (``None``: unknown,
+    live sampling's edges)."""
+    if is_edge_group(group):
+        return version.bounds.edge_id_count(edge_type_of_group(group))
+    return version.bounds.num_nodes.get(group, 0)
 
 
 def _fits_aligned(

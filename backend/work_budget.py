@@ -27,13 +27,15 @@ class GraphBounds:
 
     ``num_edges`` of an edge type is negative where unknown (live Neo4j sampling), and
     ``max_in_degree`` is ``None`` without a snapshot; ``unknown_degree`` then stands for the
-    neighbours of one node (the server's fanout limit).
+    neighbours of one node (the server's fanout limit). ``num_edge_ids``: edge ids given per
+    edge type (more than ``num_edges`` once graph writes removed edges), ``None`` where unknown.
     """
 
     num_nodes: Mapping[NodeType | None, int]
     num_edges: Mapping[EdgeType | None, int]
     max_in_degree: Mapping[EdgeType | None, int] | None = None
     unknown_degree: int = 10_000
+    num_edge_ids: Mapping[EdgeType | None, int] | None = None
 
     @classmethod
     def of_snapshot(cls, snapshot: TopologySnapshot) -> "GraphBounds":
@@ -42,13 +44,18 @@ class GraphBounds:
             et: int(np.diff(topo.colptr).max()) if topo.num_dst else 0 for et, topo in snapshot.edges.items()
         }
         return cls(
-            dict(snapshot.num_nodes), {et: topo.num_edges for et, topo in snapshot.edges.items()}, degrees
+            dict(snapshot.num_nodes), {et: topo.num_edges for et, topo in snapshot.edges.items()}, degrees,
+            num_edge_ids={et: topo.num_edge_ids for et, topo in snapshot.edges.items()},
         )
 
     def edge_count(self, edge_type: EdgeType | None) -> int | None:
         """The edge type's edge count, ``None`` where unknown."""
         count = self.num_edges.get(edge_type, -1)
         return count if count >= 0 else None
+
+    def edge_id_count(self, edge_type: EdgeType | None) -> int | None:
+        """Edge ids the edge type has given, ``None`` where unknown."""
+        return None if self.num_edge_ids is None else self.num_edge_ids.get(edge_type, 0)
 
 
 def sampled_edges_bound(

@@ -82,6 +82,7 @@ def connect(
     )
     fs, gs = RemoteFeatureStore(connection), RemoteGraphStore(connection)
     if cache_bytes:
-        fs.exchange.cache = FeatureCache(cache_bytes, fs.schema(), policy=cache_policy, device=cache_device)
+        node_attrs = [s for s in fs.schema() if not s.is_edge]  # EdgeFeatures caches edge rows
+        fs.exchange.cache = FeatureCache(cache_bytes, node_attrs, policy=cache_policy, device=cache_device)
         warm_hot_set(fs)
     return fs, gs

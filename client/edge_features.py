@@ -11,16 +11,21 @@ the stored rows of ``batch.e_id``::
 
 Made on the loader's feature store, it has the remote sampler (``feature_store=fs``) bring those
 rows with each sample, so they cost no extra round trip; without them (another sampler, or a
-sample whose rows were dropped) one MultiGet reads them.
+sample whose rows were dropped) one MultiGet reads them. With ``cache_bytes`` the rows are
+cached on the trainer as node rows are (``FeatureCache``, by edge id): each sampling request
+names the edge ids held, and only the others travel.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
+import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
+from gnnstore.client.cache_policy import EVICTION_POLICIES
+from gnnstore.client.feature_cache import FeatureCache
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.graph_types import edge_group_of
@@ -33,13 +38,29 @@ class EdgeFeatures:
         feature_store: the loader's :class:`RemoteFeatureStore`.
         attrs: edge attribute names to add (default: every stored one); an edge type without
             one of them is left as it is.
+        cache_bytes: bytes of edge rows to cache on the trainer (0: none), shared by the edge
+            types in proportion to their rows' size; the id maps add 4 bytes per edge id.
+            The cache (``self.cache``; ``stats()`` gives its hit rate) holds the attributes
+            this and earlier ``EdgeFeatures`` on the feature store add; a later one with
+            ``cache_bytes`` replaces it.
+        cache_policy: ``lru`` or ``sieve`` (default): edges have no hot set to warm.
+        cache_device: where cached rows live, as ``connect``'s ``cache_device``.
 
     Raises:
         NotFoundError: a name no edge type stores.
-        InvalidRequestError: ``attrs`` holds a name that is not a non-empty str.
+        InvalidRequestError: ``attrs`` holds a name that is not a non-empty str; a bad cache
+            size or policy.
     """
 
-    def __init__(self, feature_store: RemoteFeatureStore, attrs: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        feature_store: RemoteFeatureStore,
+        attrs: Iterable[str] | None = None,
+        *,
+        cache_bytes: int = 0,
+        cache_policy: str = "sieve",
+        cache_device: str | torch.device = "cpu",
+    ) -> None:
         if not isinstance(feature_store, RemoteFeatureStore):
             raise InvalidRequestError(
                 f"EdgeFeatures needs the loader's RemoteFeatureStore, got {type(feature_store).__name__}"
@@ -54,10 +75,22 @@ class EdgeFeatures:
             raise NotFoundError(
                 f"no edge type stores the edge attribute(s) {unknown} (stored: {sorted(stored) or 'none'})"
             )
+        if cache_policy not in EVICTION_POLICIES:
+            raise InvalidRequestError(
+                f"edge rows are cached by {sorted(EVICTION_POLICIES)} (edges have no hot set), got {cache_policy!r}"
+            )
         self.feature_store = feature_store
         self.attrs = frozenset(names)
         exchange = feature_store.exchange
         exchange.edge_attrs = (exchange.edge_attrs or frozenset()) | self.attrs
+        if cache_bytes:
+            cached = [s for s in feature_store.schema() if s.is_edge and s.attr_name in exchange.edge_attrs]
+            exchange.edge_cache = FeatureCache(cache_bytes, cached, policy=cache_policy, device=cache_device)
+
+    @property
+    def cache(self) -> FeatureCache | None:
+        """The feature store's cache of edge rows (``None`` without one)."""
+        return self.feature_store.exchange.edge_cache
 
     def __repr__(self) -> str:
         return f"EdgeFeatures({sorted(self.attrs)})"

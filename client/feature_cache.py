@@ -1,5 +1,8 @@
 """A byte-bounded cache of feature rows by (node type, attr, global id), in front of the server.
 
+Its groups are node types, or edge groups for a cache of edge rows by edge id (``EdgeFeatures``
+makes one): the same code, with "node" read as "edge".
+
 The cache is a decorator with the row source's read interface: ``read_group`` answers the rows
 of several attrs of one node type for the ids it holds and calls ``fetch_missing`` once with
 only the distinct missing ids. A node is cached for every attr of its type or for none: each
@@ -111,8 +114,9 @@ class FeatureCache:
     Args:
         capacity_bytes: bytes of row storage shared by all node types; the id maps add 4 bytes
             per node id and 8 per cached row (``index_bytes``).
-        attrs: the (node type, attr) pairs to cache, e.g. the server's tensor schema; any
-            objects with ``group_name``, ``attr_name``, ``dtype`` and ``shape`` do.
+        attrs: the (node type, attr) pairs to cache, e.g. the node attributes of the server's
+            tensor schema; any objects with ``group_name``, ``attr_name``, ``dtype`` and
+            ``shape`` do.
         policy: one of ``POLICY_NAMES`` (default ``static+sieve``).
         static_fraction: share of each slot given to the static tier by ``static+*`` policies.
         device: where rows are kept and returned (a CUDA device for a GPU-resident cache).
@@ -136,9 +140,7 @@ class FeatureCache:
             )
         groups: dict[Any, list[AttrSchema]] = {}
         for a in attrs:
-            spec = AttrSchema(a.group_name, a.attr_name, a.dtype, tuple(a.shape))
-            if not spec.is_edge:  # edge rows ride with each sample uncached
-                groups.setdefault(a.group_name, []).append(spec)
+            groups.setdefault(a.group_name, []).append(AttrSchema(a.group_name, a.attr_name, a.dtype, tuple(a.shape)))
         self.capacity_bytes, self.policy, self.device = int(capacity_bytes), policy, torch.device(device)
         sizes = {g: max(s.shape[0] for s in specs) for g, specs in groups.items()}
         total = sum(sizes[g] * sum(s.row_bytes for s in specs) for g, specs in groups.items())

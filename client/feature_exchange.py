@@ -24,7 +24,9 @@ copied on the trainer.
 Edge attributes ride the same way when an ``EdgeFeatures`` transform asked for them
 (``edge_attrs``): their rows, one per distinct sampled edge id, wait apart from the node rows
 until ``take_edges`` claims them by the batch's ``e_id`` (PyG's loaders never ask a store pair
-for edge attributes). They are not cached.
+for edge attributes). An ``edge_cache`` (a second ``FeatureCache``, over edge groups: it has no
+hot set and its rows are never aligned) serves them as the cache serves node rows: the request
+names the edge ids it holds, only misses travel, and they are admitted as they arrive.
 
 ``delivered_rows``/``delivered_bytes`` count the rows that rode with samples (one per attr and
 id sent), ``fetched_rows``/``fetched_bytes`` those a separate MultiGet had to read; both
@@ -36,7 +38,8 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -48,7 +51,10 @@ from torch_geometric.typing import NodeType
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.graph_types import edge_group_of, is_edge_group
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.sample_codec import HotPrefix, NodeRows, feature_request_to_proto
+from gnnstore.proto.sample_codec import HotPrefix, NodeRows, compact_ids, feature_request_to_proto
+
+if TYPE_CHECKING:
+    from gnnstore.client.feature_cache import FeatureCache
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +62,7 @@ PENDING_BATCHES = 8
 """Deliveries kept until taken; a prefetcher may sample a few batches ahead of the loader."""
 
 FetchRows = Callable[[list[TensorAttr]], list[Tensor]]
+FetchMissing = Callable[[Tensor], list[Tensor]]
 
 
 class RowCache(Protocol):
@@ -127,6 +134,7 @@ class FeatureExchange:
             warmed with.
         edge_attrs: edge attribute names to bring with each sample (``None``: none; set by
             ``EdgeFeatures``, which takes them).
+        edge_cache: an optional row cache of edge rows by edge group (set by ``EdgeFeatures``).
     """
 
     def __init__(
@@ -134,10 +142,12 @@ class FeatureExchange:
         cache: RowCache | None = None,
         hot: dict[NodeType | None, HotPrefix] | None = None,
         edge_attrs: frozenset[str | None] | None = None,
+        edge_cache: FeatureCache | None = None,
     ) -> None:
         self.cache = cache
         self.hot = dict(hot or {})
         self.edge_attrs = edge_attrs
+        self.edge_cache = edge_cache
         self.delivered_rows = self.delivered_bytes = self.fetched_rows = self.fetched_bytes = 0
         self._lock = threading.Lock()
         self._pending: deque[_Delivery] = deque(maxlen=PENDING_BATCHES)
@@ -145,10 +155,10 @@ class FeatureExchange:
 
     def __getstate__(self) -> dict[str, Any]:
         # Deliveries belong to the process that sampled them; the lock cannot be pickled.
-        return {"cache": self.cache, "hot": self.hot, "edge_attrs": self.edge_attrs}
+        return {"cache": self.cache, "hot": self.hot, "edge_attrs": self.edge_attrs, "edge_cache": self.edge_cache}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["cache"], state.get("hot"), state.get("edge_attrs"))
+        self.__init__(state["cache"], state.get("hot"), state.get("edge_attrs"), state.get("edge_cache"))
 
     def wanted(self, schema: Sequence[AttrSchema]) -> list[tuple[Any, str | None]]:
         """The (group, attr) pairs a sample should bring: every node attribute, and the edge
@@ -156,27 +166,29 @@ class FeatureExchange:
         edge_attrs = self.edge_attrs or frozenset()
         return [(s.group_name, s.attr_name) for s in schema if not s.is_edge or s.attr_name in edge_attrs]
 
-    def request(
-        self, attrs: Sequence[tuple[NodeType | None, str]], reads_ahead: int = 0
-    ) -> graph_pb2.FeatureRequest:
+    def request(self, attrs: Sequence[tuple[Any, str]], reads_ahead: int = 0) -> graph_pb2.FeatureRequest:
         """The FeatureRequest a sampling RPC carries: ``attrs`` and what not to send.
 
         ``reads_ahead``: batches this process reads before this request's own (a prefetcher's
-        batches in flight); the cache's dynamic rows they would evict are not named.
+        batches in flight); the caches' dynamic rows they would evict are not named.
         """
-        known: dict[NodeType | None, Tensor] = {}
+        known: dict[Any, Tensor] = {}
         hot: dict[NodeType | None, HotPrefix] = {}
-        known_ids = getattr(self.cache, "known_ids", None)
         warmed = getattr(self.cache, "warmed_prefix", None)
-        for group in dict.fromkeys(group for group, _ in attrs if not is_edge_group(group)):
-            prefix = self.hot.get(group)
-            count = 0 if prefix is None or warmed is None else min(prefix.count, warmed(group))
-            if count:
-                hot[group] = HotPrefix(count, prefix.version)
+        for group, names in _names_by_group(attrs).items():
+            count = 0
+            if is_edge_group(group):
+                cache = self._edge_cache_of(group, names)
+            else:
+                cache, prefix = self.cache, self.hot.get(group)
+                count = 0 if prefix is None or warmed is None else min(prefix.count, warmed(group))
+                if count:
+                    hot[group] = HotPrefix(count, prefix.version)
+            known_ids = getattr(cache, "known_ids", None)
             if known_ids is not None:
                 ids = known_ids(group, include_static=not count, include_dynamic=True, reads_ahead=reads_ahead)
                 if ids is not None and ids.numel():
-                    known[group] = ids
+                    known[group] = compact_ids(ids) if is_edge_group(group) else ids
         return feature_request_to_proto(attrs, known, hot)
 
     def deliver(self, out: SamplerOutput | HeteroSamplerOutput, rows: list[NodeRows]) -> None:
@@ -216,26 +228,34 @@ class FeatureExchange:
         self, e_ids: dict[Any, Tensor], names: dict[Any, list[str]], fetch: FetchRows
     ) -> dict[Any, dict[str, Tensor]]:
         """Rows of edge attributes ``names[group]`` for the edge ids ``e_ids[group]`` (global,
-        per edge group): from the delivery of the sample with these edge ids, else ``fetch``."""
+        per edge group): from the edge cache and the delivery of the sample with these edge ids,
+        else ``fetch``."""
         fetch = self._counted(fetch)
         with self._lock:
             delivery = next((d for d in reversed(self._edge_pending) if d.covers(e_ids, names)), None)
             if delivery is not None:
                 self._edge_pending.remove(delivery)
-        out: dict[Any, dict[str, Tensor]] = {}
-        if delivery is None:
+        if delivery is None and self.edge_cache is None:  # every group in one MultiGet
             attrs = [TensorAttr(g, name, ids) for g, ids in e_ids.items() for name in names[g]]
             tensors = iter(fetch(attrs) if attrs else [])
             return {g: {name: next(tensors) for name in names[g]} for g in e_ids}
+        out: dict[Any, dict[str, Tensor]] = {}
         for group, ids in e_ids.items():
-            sent = delivery.rows[group]
-            if ids.numel() == sent.ids.numel() and torch.equal(ids, sent.ids.long()):
-                out[group] = {name: sent.rows[name] for name in names[group]}
-                continue  # every edge once, in order: the rows as sent
-            order = torch.argsort(sent.ids)
-            at = order[torch.searchsorted(sent.ids[order], ids)]
-            out[group] = {name: sent.rows[name].index_select(0, at) for name in names[group]}
+            group_names, ids = names[group], ids.long()
+            source = fetch_missing = _group_fetcher(fetch, group, group_names)
+            if delivery is not None:
+                source = partial(_delivered_rows, delivery.rows[group], group_names, fetch_missing=fetch_missing)
+            cache = self._edge_cache_of(group, group_names)
+            rows = source(ids) if cache is None else cache.read_group(group, group_names, ids, source)
+            out[group] = dict(zip(group_names, rows))
         return out
+
+    def _edge_cache_of(self, group: Any, names: Sequence[str]) -> FeatureCache | None:
+        """The edge cache when it holds every attr of ``names`` for ``group``, else ``None``."""
+        cache = self.edge_cache
+        if cache is None or group not in cache.groups() or not set(names) <= set(cache.attr_names(group)):
+            return None
+        return cache
 
     def _counted(self, fetch: FetchRows) -> FetchRows:
         def counted(attrs: list[TensorAttr]) -> list[Tensor]:
@@ -260,27 +280,7 @@ class FeatureExchange:
     ) -> list[Tensor]:
         """Rows of ``index`` for ``names`` from the delivered rows, the cache, or fetch."""
 
-        def from_delivery(ids: Tensor) -> list[Tensor]:
-            rows = [delivered.rows[name] for name in names]
-            if ids.numel() == delivered.ids.numel() and torch.equal(ids, delivered.ids):
-                return rows  # the cache asks for exactly the rows the server sent (only misses)
-            order = torch.argsort(delivered.ids)
-            ordered = delivered.ids[order]
-            pos = torch.searchsorted(ordered, ids).clamp_(max=max(ordered.numel() - 1, 0))
-            sent = ordered[pos] == ids if ordered.numel() else torch.zeros_like(ids, dtype=torch.bool)
-            if bool(sent.all()):
-                return [r.index_select(0, order[pos]) for r in rows]
-            # e.g. a cached row named in the request was evicted before its batch was read
-            logger.debug("rows of %d of %d ids were not delivered; fetching them", int((~sent).sum()), ids.numel())
-            out = [torch.empty((ids.numel(), *r.shape[1:]), dtype=r.dtype) for r in rows]
-            for o, r, fetched in zip(out, rows, fetch_missing(ids[~sent])):
-                o[sent] = r.index_select(0, order[pos[sent]])
-                o[~sent] = fetched
-            return out
-
-        def fetch_missing(ids: Tensor) -> list[Tensor]:
-            return fetch([TensorAttr(group, name, ids) for name in names])
-
+        fetch_missing = _group_fetcher(fetch, group, names)
         index = index.long()
         written = None if delivered.positions is None else self._aligned_rows_written(index, delivered, names)
         if written is not None and (self.cache is not None or written.all()):
@@ -288,7 +288,7 @@ class FeatureExchange:
             if self.cache is None:
                 return into  # every row was sent, each at its place: the batch's own arrays
             return self.cache.read_group(group, names, index, fetch_missing, into=into, written=written)
-        delivered = delivered.compacted()
+        from_delivery = partial(_delivered_rows, delivered.compacted(), names, fetch_missing=fetch_missing)
         if self.cache is None:
             return from_delivery(index)
         return self.cache.read_group(group, names, index, from_delivery)
@@ -324,13 +324,44 @@ class FeatureExchange:
                 by_index.setdefault((attr.group_name, id(attr.index)), []).append(i)
         for (group, _), positions in by_index.items():
             names = [attrs[i].attr_name for i in positions]
-
-            def fetch_missing(ids: Tensor, group: Any = group, names: list[str] = names) -> list[Tensor]:
-                return fetch([TensorAttr(group, name, ids) for name in names])
-
+            fetch_missing = _group_fetcher(fetch, group, names)
             rows = self.cache.read_group(group, names, attrs[positions[0]].index.long(), fetch_missing)
             out.update(zip(positions, rows))
         return [out[i] for i in range(len(attrs))]
+
+
+def _delivered_rows(delivered: NodeRows, names: list[str], ids: Tensor, fetch_missing: FetchMissing) -> list[Tensor]:
+    """Rows of ``ids`` for ``names`` from rows delivered one per id; ``fetch_missing`` reads
+    those that were not delivered (e.g. a cached row named in the request was evicted before
+    its batch was read)."""
+    rows = [delivered.rows[name] for name in names]
+    if ids.numel() == delivered.ids.numel() and torch.equal(ids, delivered.ids):
+        return rows  # the cache asks for exactly the rows the server sent (only misses)
+    order = torch.argsort(delivered.ids)
+    ordered = delivered.ids[order]
+    pos = torch.searchsorted(ordered, ids).clamp_(max=max(ordered.numel() - 1, 0))
+    sent = ordered[pos] == ids if ordered.numel() else torch.zeros_like(ids, dtype=torch.bool)
+    if bool(sent.all()):
+        return [r.index_select(0, order[pos]) for r in rows]
+    logger.debug("rows of %d of %d ids were not delivered; fetching them", int((~sent).sum()), ids.numel())
+    out = [torch.empty((ids.numel(), *r.shape[1:]), dtype=r.dtype) for r in rows]
+    for o, r, fetched in zip(out, rows, fetch_missing(ids[~sent])):
+        o[sent] = r.index_select(0, order[pos[sent]])
+        o[~sent] = fetched
+    return out
+
+
+def _group_fetcher(fetch: FetchRows, group: Any, names: list[str]) -> FetchMissing:
+    """Reads the rows of ``names`` of ``group`` for the ids it is given, through ``fetch``."""
+    return lambda ids: fetch([TensorAttr(group, name, ids) for name in names])
+
+
+def _names_by_group(attrs: Sequence[tuple[Any, str]]) -> dict[Any, list[str]]:
+    """Attr names per group, groups in order of first appearance."""
+    groups: dict[Any, list[str]] = {}
+    for group, name in attrs:
+        groups.setdefault(group, []).append(name)
+    return groups
 
 
 def _by_group(attrs: list[TensorAttr]) -> dict[NodeType | None, list[int]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from torch import Tensor
 from torch.utils.data import get_worker_info
@@ -41,7 +42,7 @@ from .codec import (
     tensor_to_proto,
 )
 from gnnstore.common.errors import InvalidRequestError
-from gnnstore.common.graph_types import is_edge_group
+from gnnstore.common.graph_types import edge_group_of, edge_type_of_group, is_edge_group
 from gnnstore.common.temporal import TEMPORAL_STRATEGIES, TemporalOptions
 from .reply_segment import ArrayWriter
 
@@ -420,6 +421,51 @@ class NodeRows:
         return NodeRows(self.group, self.ids, {n: r[self.positions] for n, r in self.rows.items()})
 
 
+@dataclass(frozen=True, eq=False)
+class IdBitmap:
+    """A set of ids as bits: bit ``i`` of ``bits`` (little-endian within each byte) is id
+    ``start + i``; what a client names known edge ids with when that is smaller than a list."""
+
+    start: int
+    bits: np.ndarray  # uint8
+
+    @classmethod
+    def of(cls, ids: np.ndarray) -> IdBitmap:
+        """The bitmap of ``ids`` (non-empty), from its smallest id to its largest."""
+        start = int(ids.min())
+        bits = np.zeros((int(ids.max()) - start) // 8 + 1, dtype=np.uint8)
+        _set_bits(ids, start, bits)
+        return cls(start, bits)
+
+    @property
+    def last_byte_start(self) -> int:
+        """The first id the bitmap's last byte names (ids past the set's largest pad that byte)."""
+        return self.start + 8 * (self.bits.size - 1)
+
+    def holds(self, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` are in the set (a mask); costs a pass over ``ids``, not the bitmap."""
+        at = ids - self.start
+        inside = (at >= 0) & (at < 8 * self.bits.size)
+        held = np.zeros(ids.shape[0], dtype=bool)
+        at = at[inside]
+        held[inside] = (self.bits[at >> 3] >> (at & 7)) & 1 != 0
+        return held
+
+
+@numba.njit(cache=True, nogil=True)
+def _set_bits(ids: np.ndarray, start: int, bits: np.ndarray) -> None:
+    for i in range(ids.shape[0]):
+        at = ids[i] - start
+        bits[at >> 3] |= np.uint8(1 << (at & 7))
+
+
+def compact_ids(ids: Tensor) -> Tensor | IdBitmap:
+    """``ids`` (non-empty) as a list or a bitmap, whichever is smaller on the wire (a list of
+    int32 ids takes 32 bits an id, a bitmap one bit per id of their range)."""
+    span = int(ids.max()) - int(ids.min()) + 1
+    return IdBitmap.of(ids.numpy()) if span < 32 * ids.numel() else ids
+
+
 @dataclass(frozen=True)
 class HotPrefix:
     """The client holds the rows of the first ``count`` ids of a HotNodes ranking of ``version``."""
@@ -434,29 +480,31 @@ class RowRequest:
 
     Attributes:
         attrs: (node type, attr) pairs whose rows come back for the sampled nodes.
-        known: node type → global ids the client holds for every requested attr.
+        known: node type (or edge group) → global node (or edge) ids the client holds for
+            every requested attr of that group (edge ids may come as a bitmap).
         hot: node type → the prefix of the server's hot ranking the client holds.
         aligned: rows at their node list positions, if they fit in the reply segment.
     """
 
-    attrs: list[tuple[NodeType | None, str]]
-    known: dict[NodeType | None, Tensor]
+    attrs: list[tuple[object, str]]
+    known: dict[object, Tensor | IdBitmap]
     hot: dict[NodeType | None, HotPrefix]
     aligned: bool = False
 
 
 def feature_request_to_proto(
-    attrs: Sequence[tuple[NodeType | None, str]],
-    known: Mapping[NodeType | None, Tensor],
+    attrs: Sequence[tuple[object, str]],
+    known: Mapping[object, Tensor | IdBitmap],
     hot: Mapping[NodeType | None, HotPrefix] | None = None,
 ) -> graph_pb2.FeatureRequest:
-    """Encode which attributes to return and, per node type, the global ids not to send."""
+    """Encode which attributes to return and, per node type or edge group, the ids not to send."""
     return graph_pb2.FeatureRequest(
         attrs=[attr_key_to_proto(group, name) for group, name in attrs],
         known=[
-            common_pb2.NodeIds(node_type=node_type_to_proto(nt), ids=ids_to_proto(ids))
-            for nt, ids in known.items()
+            common_pb2.NodeIds(node_type=node_type_to_proto(group), ids=ids_to_proto(ids))
+            for group, ids in known.items() if not is_edge_group(group)
         ],
+        known_edges=[_edge_ids_to_proto(group, ids) for group, ids in known.items() if is_edge_group(group)],
         hot=[
             graph_pb2.HotPrefix(node_type=node_type_to_proto(nt), count=p.count, version=p.version)
             for nt, p in (hot or {}).items()
@@ -478,12 +526,34 @@ def feature_request_from_proto(request: graph_pb2.FeatureRequest) -> RowRequest:
     return RowRequest(
         attrs=[attr_key_from_proto(a) for a in request.attrs],
         known={
-            node_type_from_proto(k.node_type): ids_from_proto(k.ids, "known ids")
-            for k in request.known
+            **{node_type_from_proto(k.node_type): ids_from_proto(k.ids, "known ids") for k in request.known},
+            **{edge_group_of(edge_type_from_proto(k.edge_type)): _edge_ids_from_proto(k) for k in request.known_edges},
         },
         hot=hot,
         aligned=request.aligned,
     )
+
+
+def _edge_ids_to_proto(group: tuple, ids: Tensor | IdBitmap) -> graph_pb2.EdgeIds:
+    message = graph_pb2.EdgeIds(edge_type=edge_type_to_proto(edge_type_of_group(group)))
+    if isinstance(ids, IdBitmap):
+        message.bitmap, message.bitmap_start = ids.bits.tobytes(), ids.start
+    else:
+        message.ids.CopyFrom(ids_to_proto(ids))
+    return message
+
+
+def _edge_ids_from_proto(message: graph_pb2.EdgeIds) -> Tensor | IdBitmap:
+    """Known edge ids as sent: a list, or a bitmap.
+
+    Raises:
+        InvalidRequestError: both a list and a bitmap.
+    """
+    if not message.bitmap:
+        return ids_from_proto(message.ids, "known edge ids")
+    if message.HasField("ids"):
+        raise InvalidRequestError("known edge ids come as a list or as a bitmap, not both")
+    return IdBitmap(message.bitmap_start, np.frombuffer(message.bitmap, dtype=np.uint8))
 
 
 def node_rows_to_proto(rows: NodeRows, segment: ArrayWriter | None = None) -> graph_pb2.NodeRows:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch_geometric.data import Data, HeteroData
@@ -13,7 +14,7 @@ from gnnstore.client import Connection, EdgeFeatures, Prefetcher, RemoteNeighbor
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_to_proto
-from gnnstore.proto.sample_codec import feature_request_to_proto, options_to_proto
+from gnnstore.proto.sample_codec import IdBitmap, compact_ids, feature_request_to_proto, options_to_proto
 from served import ServerProcess, ingest_into_neo4j, requests_made, serve_graph, start_neo4j_server
 
 N, E = 300, 3000
@@ -123,6 +124,45 @@ def test_heterogeneous_batches_carry_each_edge_types_rows_and_links_too(
         assert torch.equal(batch[et].edge_attr, hetero[et].edge_attr[batch[et].e_id])
 
 
+def test_an_edge_cache_sends_only_its_misses_and_every_batch_keeps_the_rows_of_its_e_id(
+    homo_server: ServerProcess, homo: Data
+) -> None:
+    fs, gs = connect(homo_server.address)  # no node cache: every node row travels, and is counted
+    edges = EdgeFeatures(fs, cache_bytes=16_000)  # a third of the edges' 48 kB
+    sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(N), batch_size=30,
+                        shuffle=True, transform=edges)
+    before = requests_made(homo_server.address, MULTIGET)
+    sampled_edge_rows = node_rows = 0
+    for _ in range(2):
+        for batch in loader:
+            assert torch.equal(batch.edge_attr, homo.edge_attr[batch.e_id])
+            assert torch.equal(batch.edge_weight, homo.edge_weight[batch.e_id])
+            assert torch.equal(batch.x, homo.x[batch.n_id])
+            sampled_edge_rows += 2 * batch.e_id.unique().numel()
+            node_rows += batch.n_id.unique().numel()
+    stats = edges.cache.stats()
+    edge_rows_sent = fs.exchange.delivered_rows - node_rows
+    assert stats.hits > 0 and edge_rows_sent == 2 * stats.misses < sampled_edge_rows
+    assert requests_made(homo_server.address, MULTIGET) == before  # no row needed a second trip
+
+
+def test_an_edge_cache_serves_every_edge_type_and_loader_workers_and_prefetch(
+    hetero_server: ServerProcess, hetero: HeteroData
+) -> None:
+    fs, gs = connect(hetero_server.address, cache_bytes=10_000)
+    edges = EdgeFeatures(fs, ["edge_attr"], cache_bytes=6_000, cache_policy="lru")
+    assert sorted(edges.cache.groups()) == [("item", "rev_buys", "user"), ("user", "buys", "item")]
+    sampler = RemoteNeighborSampler(fs, [4, 2], feature_store=fs)
+    for workers in (0, 2):
+        loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes="user", batch_size=16,
+                            transform=edges, num_workers=workers)
+        for batch in Prefetcher(loader, depth=3) if workers == 0 else loader:
+            for et in (("user", "buys", "item"), ("item", "rev_buys", "user")):
+                assert torch.equal(batch[et].edge_attr, hetero[et].edge_attr[batch[et].e_id])
+    assert edges.cache.hits > 0  # the workers' copies count in their own processes
+
+
 def test_without_rows_from_the_sample_edge_features_are_read_by_e_id(
     homo_server: ServerProcess, homo: Data
 ) -> None:
@@ -159,6 +199,42 @@ def test_edge_features_refuses_unknown_names(homo_server: ServerProcess) -> None
         EdgeFeatures(fs, [""])
     with pytest.raises(InvalidRequestError, match="batch.e_id"):
         EdgeFeatures(fs)(Data(x=torch.zeros(2, 1)))
+    with pytest.raises(InvalidRequestError, match=r"no hot set\), got .static."):
+        EdgeFeatures(fs, cache_bytes=1000, cache_policy="static")
+
+
+def test_a_strangers_known_edge_ids_are_checked_before_any_work(homo_server: ServerProcess) -> None:
+    connection = Connection(homo_server.address)
+    request = graph_pb2.SampleFromNodesRequest(
+        options=options_to_proto([3], replace=False, disjoint=False, seed=1), node=ids_to_proto(torch.arange(5)))
+    request.input_type.homogeneous = True
+    for known, error in [(-1, "known edge id -1 of the homogeneous graph's edges is out of range"),
+                         (E, rf"known edge id {E} .*\(valid ids: 0\.\.{E - 1}\)"), (2**62, "out of range")]:
+        request.features.CopyFrom(feature_request_to_proto(
+            [((None, None), "edge_attr")], {(None, None): torch.tensor([0, known])}))
+        with pytest.raises(InvalidRequestError, match=error):
+            connection.call("GraphService", "SampleFromNodes", request)
+    for start, size, error in [(-8, 2, "known edge id -8 "), (E - 7, 2, f"known edge id {E + 1} ")]:
+        request.features.CopyFrom(feature_request_to_proto(
+            [((None, None), "edge_attr")], {(None, None): IdBitmap(start, np.full(size, 255, dtype=np.uint8))}))
+        with pytest.raises(InvalidRequestError, match=error):
+            connection.call("GraphService", "SampleFromNodes", request)
+    request.features.known_edges[0].ids.CopyFrom(ids_to_proto(torch.tensor([1])))
+    with pytest.raises(InvalidRequestError, match="a list or as a bitmap, not both"):
+        connection.call("GraphService", "SampleFromNodes", request)
+    for every_edge in (torch.arange(E), compact_ids(torch.arange(E))):  # as a list, and as a bitmap
+        request.features.CopyFrom(feature_request_to_proto([((None, None), "edge_attr")], {(None, None): every_edge}))
+        reply = connection.call("GraphService", "SampleFromNodes", request).message
+        assert reply.edges[0].edge.shape[0] > 0 and [r.ids.shape[0] for r in reply.features] == [0]
+
+
+def test_known_ids_travel_as_a_bitmap_when_that_is_smaller() -> None:
+    sparse, dense = torch.tensor([5, 900, 70_000]), torch.tensor([3, 4, 9, 10, 11, 40, 3])
+    assert compact_ids(sparse) is sparse
+    bitmap = compact_ids(dense)
+    assert isinstance(bitmap, IdBitmap) and bitmap.start == 3 and bitmap.bits.size == 5
+    probe = np.arange(-2, 50)
+    assert np.array_equal(probe[bitmap.holds(probe)], [3, 4, 9, 10, 11, 40])
 
 
 @pytest.mark.neo4j
@@ -170,10 +246,12 @@ def test_edges_in_neo4j_keep_their_edge_ids_for_their_features(
     with start_neo4j_server(data_dir, *neo4j_server, sampling=sampling) as server:
         fs, gs = connect(server.address)
         sampler = RemoteNeighborSampler(fs, [4, 2], feature_store=fs)
+        edges = EdgeFeatures(fs, cache_bytes=16_000)  # live sampling: the server knows no edge id count
         loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(0, N, 2), batch_size=50,
-                            transform=EdgeFeatures(fs))
+                            transform=edges)
         for batch in loader:
             assert batch.e_id.numel() > 0
             assert torch.equal(batch.edge_attr, homo.edge_attr[batch.e_id])
             src, dst = batch.n_id[batch.edge_index]
             assert torch.equal(torch.stack([src, dst]), homo.edge_index[:, batch.e_id])  # the ids are the edges'
+        assert edges.cache.hits > 0
