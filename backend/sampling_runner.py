@@ -240,7 +240,8 @@ class SamplingRunner:
             count = _id_count(group, version)
             known = known if bitmap else known.numpy()
             low, high = (known.start, known.last_byte_start) if bitmap else (int(known.min()), int(known.max()))
-            if low < 0 or count is not None and high >= count:
+            # ids past an older version's count: a client back from a newer one holds them
+            if low < 0 or count is not None and high >= count and version.newest:
                 what = "edge id" if is_edge_group(group) else "id"
                 valid = "0 and up" if count is None else f"0..{count - 1}"
                 raise InvalidRequestError(

@@ -81,11 +81,14 @@ class SampledVersion:
         version: the graph version (0: the snapshot as built; each graph write makes the next).
         bounds: the sizes a request's work bound is computed from.
         make_sampler: builds the PyG sampler of one request from its options.
+        newest: whether it is the newest version (a client that switched back to an older one
+            may hold rows of nodes and edges this one lacks).
     """
 
     version: int
     bounds: GraphBounds
     make_sampler: SamplerFactory
+    newest: bool = True
 
 
 VersionLookup = Callable[[int | None], SampledVersion]
@@ -270,7 +273,7 @@ def _snapshot(
                 weights=None if weighted is None else weight_indexes.get(weighted),
             )
 
-        return SampledVersion(view.version, view.bounds, make_sampler)
+        return SampledVersion(view.version, view.bounds, make_sampler, newest=view.version == versions.newest)
 
     summary = GraphSummary(
         dict(snapshot.num_nodes),

@@ -133,6 +133,10 @@ def test_new_nodes_keep_their_ids_rows_and_edges_across_a_kill(graph: Data, data
             assert torch.equal(batch.x[:2], rows.flip(0))  # the new nodes' own rows, from the store
         sampler.switch_version(1)  # before the edges: the new node has no neighbours
         assert sampler.sample_nodes(NodeSamplerInput(None, torch.tensor([N + 1])), seed=5).edge.numel() == 0
+        sampler.switch_version(0)  # before the nodes, which the cache holds: no reason to refuse a request
+        old = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(N), batch_size=N)
+        batch = next(iter(old))
+        assert batch.n_id.max() < N and torch.equal(batch.x, graph.x[batch.n_id])
 
         done = GraphWriter(fs).write(remove_nodes={None: torch.tensor([N, 5])})
         touching = {e for e, (s, d) in edges_of(graph).items() if 5 in (s, d)} | {E, E + 1}
