@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import grpc
 from torch import Tensor
+from torch_geometric.data.graph_store import EdgeLayout
 
 from gnnstore.backend.error_translation import translate_errors
 from gnnstore.backend.fair_scheduler import FairScheduler
@@ -14,6 +15,7 @@ from gnnstore.backend.metrics import SERVICE_PREFIX, Metrics
 from gnnstore.backend.data_plane import DataPlane
 from gnnstore.backend.segment_mappings import ReplySegments
 from gnnstore.backend.sampling_runner import SamplingRunner
+from gnnstore.backend.graph_versions import GraphVersions, GraphView
 from gnnstore.backend.graph_writes import WriteApplier
 from gnnstore.backend.served_data import UNKNOWN_EDGE_COUNT, GraphSummary, SampledVersion
 from gnnstore.proto import graph_pb2, graph_pb2_grpc
@@ -39,6 +41,7 @@ from gnnstore.proto.sample_codec import (
     weight_attr_from_proto,
 )
 from gnnstore.stores.base import BaseGraphStore
+from gnnstore.stores.edge_layout import from_coo
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +63,8 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         segments: the clients' reply segments, mapped for reuse.
         data_plane: where large payloads wait for their client (``None``: none travels apart).
         writer: applies graph writes (``None``: this server takes none, e.g. live Neo4j sampling).
+        versions: the graph versions writes made, whose edges ``GetEdgeIndex`` and
+            ``ListEdgeAttrs`` report (``None``: only the graph store's, live sampling).
     """
 
     def __init__(
@@ -72,8 +77,10 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         segments: ReplySegments | None = None,
         data_plane: DataPlane | None = None,
         writer: WriteApplier | None = None,
+        versions: GraphVersions | None = None,
     ) -> None:
         self._graph = graph_store
+        self._versions = versions
         self._graph_lock = threading.Lock()
         self._runner = runner
         self._sampling = sampling
@@ -86,27 +93,33 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     def ListEdgeAttrs(
         self, request: graph_pb2.ListEdgeAttrsRequest, context: grpc.ServicerContext
     ) -> graph_pb2.ListEdgeAttrsResponse:
-        """Every stored (edge type, layout) with its size and edge count."""
+        """Every stored (edge type, layout) with its size and edge count in the newest version."""
         with translate_errors(context, "GraphService.ListEdgeAttrs"):
             with self._graph_lock:
                 attrs = self._graph.get_all_edge_attrs()
-            reply = graph_pb2.ListEdgeAttrsResponse()
+            written = self._written_version(None)
+            reply = graph_pb2.ListEdgeAttrsResponse(graph_version=0 if written is None else written.version)
             for attr in attrs:
                 num_src, num_dst = attr.size
+                num_edges = self._summary.num_edges.get(attr.edge_type, UNKNOWN_EDGE_COUNT)
+                topology = None if written is None else written.snapshot.edges.get(attr.edge_type)
+                if topology is not None:
+                    num_src, num_dst, num_edges = topology.num_src, topology.num_dst, topology.num_edges
                 reply.edge_attrs.add(
                     edge_type=edge_type_to_proto(attr.edge_type),
                     layout=attr.layout.value,
                     is_sorted=attr.is_sorted,
                     num_src_nodes=num_src,
                     num_dst_nodes=num_dst,
-                    num_edges=self._summary.num_edges.get(attr.edge_type, UNKNOWN_EDGE_COUNT),
+                    num_edges=num_edges,
                 )
             return reply
 
     def GetEdgeIndex(
         self, request: graph_pb2.GetEdgeIndexRequest, context: grpc.ServicerContext
     ) -> Iterator[graph_pb2.EdgeIndexChunk]:
-        """The edge index of one edge type and layout, in chunks (coo: edge-id order)."""
+        """The edge index of one edge type and layout in a graph version, in chunks (coo:
+        edge-id order): a written version's from its topology, version 0's from the graph store."""
         with translate_errors(context, "GraphService.GetEdgeIndex"):
             edge_type = edge_type_from_proto(request.edge_type)
             layout = request.layout or "coo"
@@ -114,6 +127,12 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             chunk = request.chunk_elements or DEFAULT_CHUNK_BYTES // 8
             if chunk < 1:
                 raise InvalidRequestError(f"chunk_elements must be >= 1, got {chunk}")
+            written = self._written_version(request.graph_version if request.HasField("graph_version") else None)
+            topology = None if written is None else written.snapshot.edges.get(edge_type)
+            if topology is not None:
+                size = (topology.num_src, topology.num_dst)
+                yield from _chunks(*from_coo(*topology.coo(), EdgeLayout(layout), size), chunk)
+                return
             if layout == "coo":
                 pieces = self._graph.iter_edge_index(edge_type, chunk)
                 while True:
@@ -242,6 +261,20 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             return ReplyWithPayload(reply, segment)
         reply.bulk.CopyFrom(ticket)
         return reply
+
+    def _written_version(self, version: int | None) -> GraphView | None:
+        """Graph version ``version`` (``None``: the newest) when writes made it, else ``None``:
+        version 0 is the graph store's own edges.
+
+        Raises:
+            NotFoundError: no such version.
+        """
+        if self._versions is None:
+            if version:
+                raise NotFoundError(f"graph version {version} does not exist: this server takes no graph writes")
+            return None
+        view = self._versions.view(version)
+        return view if view.version else None
 
     def _check_layout(self, edge_type: object, layout: str) -> None:
         if layout not in _LAYOUTS:

@@ -264,7 +264,7 @@ class GnnStoreServer:
         graph_pb2_grpc.add_GraphServiceServicer_to_server(
             GraphServicer(
                 data.graph_store, runner, self._sampling, data.summary, self.metrics, segments, self.data_plane,
-                WriteApplier(data.versions, data.id_map) if data.versions is not None else None,
+                WriteApplier(data.versions, data.id_map) if data.versions is not None else None, data.versions,
             ),
             server,
         )

@@ -95,6 +95,13 @@ class EdgeTopology:
         """Edge ids given so far (every id is below it): an attribute per edge has this many rows."""
         return self.num_edges if self.id_count is None else self.id_count
 
+    def coo(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(row, col)`` (int64) of every edge in edge-id order; ids graph writes removed are
+        absent."""
+        col = np.repeat(np.arange(self.num_dst, dtype=np.int64), np.diff(self.colptr))
+        order = np.argsort(self.e_id)  # edge ids are distinct
+        return self.row[order].astype(np.int64), col[order]
+
     @property
     def has_csr(self) -> bool:
         """Whether the CSR (outgoing edges) was built."""

@@ -51,7 +51,7 @@ from torch_geometric.typing import NodeType
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.graph_types import edge_group_of, is_edge_group
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.sample_codec import HotPrefix, NodeRows, compact_ids, feature_request_to_proto
+from gnnstore.proto.sample_codec import HotPrefix, IdBitmap, NodeRows, compact_ids, feature_request_to_proto
 
 if TYPE_CHECKING:
     from gnnstore.client.feature_cache import FeatureCache
@@ -172,7 +172,7 @@ class FeatureExchange:
         ``reads_ahead``: batches this process reads before this request's own (a prefetcher's
         batches in flight); the caches' dynamic rows they would evict are not named.
         """
-        known: dict[Any, Tensor] = {}
+        known: dict[Any, Tensor | IdBitmap] = {}
         hot: dict[NodeType | None, HotPrefix] = {}
         warmed = getattr(self.cache, "warmed_prefix", None)
         for group, names in _names_by_group(attrs).items():

@@ -29,20 +29,24 @@ class EdgeAttrInfo(_message.Message):
     def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., layout: _Optional[str] = ..., is_sorted: _Optional[bool] = ..., num_src_nodes: _Optional[int] = ..., num_dst_nodes: _Optional[int] = ..., num_edges: _Optional[int] = ...) -> None: ...
 
 class ListEdgeAttrsResponse(_message.Message):
-    __slots__ = ("edge_attrs",)
+    __slots__ = ("edge_attrs", "graph_version")
     EDGE_ATTRS_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_VERSION_FIELD_NUMBER: _ClassVar[int]
     edge_attrs: _containers.RepeatedCompositeFieldContainer[EdgeAttrInfo]
-    def __init__(self, edge_attrs: _Optional[_Iterable[_Union[EdgeAttrInfo, _Mapping]]] = ...) -> None: ...
+    graph_version: int
+    def __init__(self, edge_attrs: _Optional[_Iterable[_Union[EdgeAttrInfo, _Mapping]]] = ..., graph_version: _Optional[int] = ...) -> None: ...
 
 class GetEdgeIndexRequest(_message.Message):
-    __slots__ = ("edge_type", "layout", "chunk_elements")
+    __slots__ = ("edge_type", "layout", "chunk_elements", "graph_version")
     EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_FIELD_NUMBER: _ClassVar[int]
     CHUNK_ELEMENTS_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_VERSION_FIELD_NUMBER: _ClassVar[int]
     edge_type: _common_pb2.EdgeType
     layout: str
     chunk_elements: int
-    def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., layout: _Optional[str] = ..., chunk_elements: _Optional[int] = ...) -> None: ...
+    graph_version: int
+    def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., layout: _Optional[str] = ..., chunk_elements: _Optional[int] = ..., graph_version: _Optional[int] = ...) -> None: ...
 
 class EdgeIndexChunk(_message.Message):
     __slots__ = ("first", "second")

@@ -11,7 +11,9 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.client import GraphWriter, Prefetcher, RemoteIdMap, RemoteNeighborSampler, connect, server_info
+from gnnstore.client import (
+    GraphWriter, Prefetcher, RemoteGraphStore, RemoteIdMap, RemoteNeighborSampler, connect, server_info,
+)
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import edge_type_to_proto, tensor_to_proto
@@ -101,6 +103,15 @@ def test_batches_are_one_version_while_a_writer_adds_and_removes_edges(graph: Da
         out = sampler.sample_nodes(NodeSamplerInput(None, torch.arange(N)), seed=1)
         assert set(out.edge.tolist()) == set(range(E))
 
+        newest = [versions[6][e] for e in sorted(versions[6])]  # the graph store's edges: the newest, by edge id
+        assert torch.stack(gs.get_edge_index(None, "coo")).t().tolist() == [list(pair) for pair in newest]
+        assert [a.size for a in gs.get_all_edge_attrs()] == [(N, N)]
+        pinned = RemoteGraphStore(fs.connection, graph_version=0)
+        assert torch.equal(torch.stack(pinned.get_edge_index(None, "coo")), graph.edge_index)
+        pinned.graph_version = 7
+        with pytest.raises(NotFoundError, match="7"):
+            pinned.get_edge_index(None, "coo")
+
 
 def test_new_nodes_keep_their_ids_rows_and_edges_across_a_kill(graph: Data, data_dir: Path) -> None:
     with start_server(data_dir) as server:
@@ -144,6 +155,10 @@ def test_new_nodes_keep_their_ids_rows_and_edges_across_a_kill(graph: Data, data
         sampler.switch_version()
         out = sampler.sample_nodes(NodeSamplerInput(None, torch.arange(N + 2)), seed=1)
         assert set(out.edge.tolist()) == set(range(E)) - touching  # -1 twice over every node: every edge left
+        assert [a.size for a in gs.get_all_edge_attrs()] == [(N + 2, N + 2)]
+        row, col = gs.get_edge_index(None, "coo")
+        kept = sorted(set(range(E)) - touching)
+        assert torch.equal(torch.stack([row, col]), graph.edge_index[:, kept])
         assert RemoteIdMap(fs.connection).to_ids(None, [N + 7]).tolist() == [N]  # the node keeps its key
 
 
