@@ -188,7 +188,7 @@ class FeatureExchange:
             if known_ids is not None:
                 ids = known_ids(group, include_static=not count, include_dynamic=True, reads_ahead=reads_ahead)
                 if ids is not None and ids.numel():
-                    known[group] = compact_ids(ids) if is_edge_group(group) else ids
+                    known[group] = compact_ids(ids)
         return feature_request_to_proto(attrs, known, hot)
 
     def deliver(self, out: SamplerOutput | HeteroSamplerOutput, rows: list[NodeRows]) -> None:

@@ -99,30 +99,30 @@ class HotPrefix(_message.Message):
     def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., count: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
 
 class FeatureRequest(_message.Message):
-    __slots__ = ("attrs", "known", "hot", "aligned", "known_edges")
+    __slots__ = ("attrs", "known", "hot", "aligned")
     ATTRS_FIELD_NUMBER: _ClassVar[int]
     KNOWN_FIELD_NUMBER: _ClassVar[int]
     HOT_FIELD_NUMBER: _ClassVar[int]
     ALIGNED_FIELD_NUMBER: _ClassVar[int]
-    KNOWN_EDGES_FIELD_NUMBER: _ClassVar[int]
     attrs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TensorAttrKey]
-    known: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
+    known: _containers.RepeatedCompositeFieldContainer[KnownIds]
     hot: _containers.RepeatedCompositeFieldContainer[HotPrefix]
     aligned: bool
-    known_edges: _containers.RepeatedCompositeFieldContainer[EdgeIds]
-    def __init__(self, attrs: _Optional[_Iterable[_Union[_common_pb2.TensorAttrKey, _Mapping]]] = ..., known: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., hot: _Optional[_Iterable[_Union[HotPrefix, _Mapping]]] = ..., aligned: _Optional[bool] = ..., known_edges: _Optional[_Iterable[_Union[EdgeIds, _Mapping]]] = ...) -> None: ...
+    def __init__(self, attrs: _Optional[_Iterable[_Union[_common_pb2.TensorAttrKey, _Mapping]]] = ..., known: _Optional[_Iterable[_Union[KnownIds, _Mapping]]] = ..., hot: _Optional[_Iterable[_Union[HotPrefix, _Mapping]]] = ..., aligned: _Optional[bool] = ...) -> None: ...
 
-class EdgeIds(_message.Message):
-    __slots__ = ("edge_type", "ids", "bitmap", "bitmap_start")
-    EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+class KnownIds(_message.Message):
+    __slots__ = ("node_type", "ids", "bitmap", "bitmap_start", "edge_group")
+    NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     BITMAP_FIELD_NUMBER: _ClassVar[int]
     BITMAP_START_FIELD_NUMBER: _ClassVar[int]
-    edge_type: _common_pb2.EdgeType
+    EDGE_GROUP_FIELD_NUMBER: _ClassVar[int]
+    node_type: _common_pb2.NodeType
     ids: _common_pb2.Tensor
     bitmap: bytes
     bitmap_start: int
-    def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., bitmap: _Optional[bytes] = ..., bitmap_start: _Optional[int] = ...) -> None: ...
+    edge_group: _common_pb2.EdgeType
+    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., bitmap: _Optional[bytes] = ..., bitmap_start: _Optional[int] = ..., edge_group: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ...) -> None: ...
 
 class HotNodesRequest(_message.Message):
     __slots__ = ("node_type", "k")

@@ -42,7 +42,7 @@ from .codec import (
     tensor_to_proto,
 )
 from gnnstore.common.errors import InvalidRequestError
-from gnnstore.common.graph_types import edge_group_of, edge_type_of_group, is_edge_group
+from gnnstore.common.graph_types import is_edge_group
 from gnnstore.common.temporal import TEMPORAL_STRATEGIES, TemporalOptions
 from .reply_segment import ArrayWriter
 
@@ -424,7 +424,7 @@ class NodeRows:
 @dataclass(frozen=True, eq=False)
 class IdBitmap:
     """A set of ids as bits: bit ``i`` of ``bits`` (little-endian within each byte) is id
-    ``start + i``; what a client names known edge ids with when that is smaller than a list."""
+    ``start + i``; what a client names known ids with when that is smaller than a list."""
 
     start: int
     bits: np.ndarray  # uint8
@@ -481,7 +481,7 @@ class RowRequest:
     Attributes:
         attrs: (node type, attr) pairs whose rows come back for the sampled nodes.
         known: node type (or edge group) → global node (or edge) ids the client holds for
-            every requested attr of that group (edge ids may come as a bitmap).
+            every requested attr of that group, as a list or a bitmap.
         hot: node type → the prefix of the server's hot ranking the client holds.
         aligned: rows at their node list positions, if they fit in the reply segment.
     """
@@ -497,14 +497,11 @@ def feature_request_to_proto(
     known: Mapping[object, Tensor | IdBitmap],
     hot: Mapping[NodeType | None, HotPrefix] | None = None,
 ) -> graph_pb2.FeatureRequest:
-    """Encode which attributes to return and, per node type or edge group, the ids not to send."""
+    """Encode which attributes to return and, per node type or edge group, the ids not to send
+    (give them through ``compact_ids``: a bitmap when that is smaller)."""
     return graph_pb2.FeatureRequest(
         attrs=[attr_key_to_proto(group, name) for group, name in attrs],
-        known=[
-            common_pb2.NodeIds(node_type=node_type_to_proto(group), ids=ids_to_proto(ids))
-            for group, ids in known.items() if not is_edge_group(group)
-        ],
-        known_edges=[_edge_ids_to_proto(group, ids) for group, ids in known.items() if is_edge_group(group)],
+        known=[_known_ids_to_proto(group, ids) for group, ids in known.items()],
         hot=[
             graph_pb2.HotPrefix(node_type=node_type_to_proto(nt), count=p.count, version=p.version)
             for nt, p in (hot or {}).items()
@@ -525,17 +522,15 @@ def feature_request_from_proto(request: graph_pb2.FeatureRequest) -> RowRequest:
         hot[node_type_from_proto(prefix.node_type)] = HotPrefix(prefix.count, prefix.version)
     return RowRequest(
         attrs=[attr_key_from_proto(a) for a in request.attrs],
-        known={
-            **{node_type_from_proto(k.node_type): ids_from_proto(k.ids, "known ids") for k in request.known},
-            **{edge_group_of(edge_type_from_proto(k.edge_type)): _edge_ids_from_proto(k) for k in request.known_edges},
-        },
+        known={group_from_proto(k, "node_type"): _known_ids_from_proto(k) for k in request.known},
         hot=hot,
         aligned=request.aligned,
     )
 
 
-def _edge_ids_to_proto(group: tuple, ids: Tensor | IdBitmap) -> graph_pb2.EdgeIds:
-    message = graph_pb2.EdgeIds(edge_type=edge_type_to_proto(edge_type_of_group(group)))
+def _known_ids_to_proto(group: object, ids: Tensor | IdBitmap) -> graph_pb2.KnownIds:
+    message = graph_pb2.KnownIds()
+    set_group(message, group, "node_type")
     if isinstance(ids, IdBitmap):
         message.bitmap, message.bitmap_start = ids.bits.tobytes(), ids.start
     else:
@@ -543,16 +538,16 @@ def _edge_ids_to_proto(group: tuple, ids: Tensor | IdBitmap) -> graph_pb2.EdgeId
     return message
 
 
-def _edge_ids_from_proto(message: graph_pb2.EdgeIds) -> Tensor | IdBitmap:
-    """Known edge ids as sent: a list, or a bitmap.
+def _known_ids_from_proto(message: graph_pb2.KnownIds) -> Tensor | IdBitmap:
+    """Known ids as sent: a list, or a bitmap.
 
     Raises:
         InvalidRequestError: both a list and a bitmap.
     """
     if not message.bitmap:
-        return ids_from_proto(message.ids, "known edge ids")
+        return ids_from_proto(message.ids, "known ids")
     if message.HasField("ids"):
-        raise InvalidRequestError("known edge ids come as a list or as a bitmap, not both")
+        raise InvalidRequestError("known ids come as a list or as a bitmap, not both")
     return IdBitmap(message.bitmap_start, np.frombuffer(message.bitmap, dtype=np.uint8))
 
 

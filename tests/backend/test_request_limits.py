@@ -149,6 +149,12 @@ def test_known_ids_out_of_range_are_invalid_not_internal(connection: Connection)
         request.features.known.add(node_type=node_type_to_proto(None), ids=ids_to_proto(torch.tensor(known)))
         _refused(InvalidRequestError, "known id .* is out of range", lambda r=request: connection.call(
             "GraphService", "SampleFromNodes", r))
+    for start in (-(2**63), 2**62):  # the same ids as a bitmap
+        request = _sample_request(torch.arange(4), [2])
+        request.features.attrs.append(attr_key_to_proto(None, "x"))
+        request.features.known.add(node_type=node_type_to_proto(None), bitmap=b"\xff", bitmap_start=start)
+        _refused(InvalidRequestError, "known id .* is out of range", lambda r=request: connection.call(
+            "GraphService", "SampleFromNodes", r))
 
 
 def test_bad_link_requests_are_invalid_not_internal(connection: Connection, graph: Data) -> None:

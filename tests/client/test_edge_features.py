@@ -219,8 +219,8 @@ def test_a_strangers_known_edge_ids_are_checked_before_any_work(homo_server: Ser
             [((None, None), "edge_attr")], {(None, None): IdBitmap(start, np.full(size, 255, dtype=np.uint8))}))
         with pytest.raises(InvalidRequestError, match=error):
             connection.call("GraphService", "SampleFromNodes", request)
-    request.features.known_edges[0].ids.CopyFrom(ids_to_proto(torch.tensor([1])))
-    with pytest.raises(InvalidRequestError, match="a list or as a bitmap, not both"):
+    request.features.known[0].ids.CopyFrom(ids_to_proto(torch.tensor([1])))
+    with pytest.raises(InvalidRequestError, match="known ids come as a list or as a bitmap, not both"):
         connection.call("GraphService", "SampleFromNodes", request)
     for every_edge in (torch.arange(E), compact_ids(torch.arange(E))):  # as a list, and as a bitmap
         request.features.CopyFrom(feature_request_to_proto([((None, None), "edge_attr")], {(None, None): every_edge}))
