@@ -15,6 +15,7 @@ from torch_geometric.data import TensorAttr
 from torch_geometric.typing import NodeType
 
 from gnnstore.client.feature_cache import FeatureCache
+from gnnstore.common.graph_types import is_edge_group
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_from_proto, node_type_to_proto
@@ -42,7 +43,7 @@ def warm_hot_set(fs: RemoteFeatureStore) -> dict[NodeType | None, HotPrefix]:
     hot: dict[NodeType | None, HotPrefix] = {}
     for group in cache.groups():
         k = cache.static_capacity(group)
-        if not k:
+        if not k or is_edge_group(group):  # the ranking is of nodes
             continue
         request = graph_pb2.HotNodesRequest(node_type=node_type_to_proto(group), k=k)
         try:

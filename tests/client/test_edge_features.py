@@ -11,6 +11,8 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NodeLoader
 
 from gnnstore.client import Connection, EdgeFeatures, Prefetcher, RemoteNeighborSampler, connect
+from gnnstore.client.feature_cache import FeatureCache
+from gnnstore.client.hot_set import warm_hot_set
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_to_proto
@@ -161,6 +163,16 @@ def test_an_edge_cache_serves_every_edge_type_and_loader_workers_and_prefetch(
             for et in (("user", "buys", "item"), ("item", "rev_buys", "user")):
                 assert torch.equal(batch[et].edge_attr, hetero[et].edge_attr[batch[et].e_id])
     assert edges.cache.hits > 0  # the workers' copies count in their own processes
+
+
+def test_a_node_cache_built_over_the_whole_schema_warms_only_node_types(homo_server: ServerProcess, homo: Data) -> None:
+    fs, gs = connect(homo_server.address)
+    fs.exchange.cache = FeatureCache(20_000, fs.schema())  # edge attributes too, as older docs had it
+    assert list(warm_hot_set(fs)) == [None]
+    loader = NodeLoader((fs, gs), node_sampler=RemoteNeighborSampler(fs, [3], feature_store=fs),
+                        input_nodes=torch.arange(N), batch_size=100, transform=EdgeFeatures(fs))
+    for batch in loader:
+        assert torch.equal(batch.x, homo.x[batch.n_id]) and torch.equal(batch.edge_attr, homo.edge_attr[batch.e_id])
 
 
 def test_without_rows_from_the_sample_edge_features_are_read_by_e_id(
