@@ -93,11 +93,12 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     def ListEdgeAttrs(
         self, request: graph_pb2.ListEdgeAttrsRequest, context: grpc.ServicerContext
     ) -> graph_pb2.ListEdgeAttrsResponse:
-        """Every stored (edge type, layout) with its size and edge count in the newest version."""
+        """Every stored (edge type, layout) with its size and edge count in a graph version
+        (the newest unless the request names one)."""
         with translate_errors(context, "GraphService.ListEdgeAttrs"):
             with self._graph_lock:
                 attrs = self._graph.get_all_edge_attrs()
-            written = self._written_version(None)
+            written = self._written_version(request.graph_version if request.HasField("graph_version") else None)
             reply = graph_pb2.ListEdgeAttrsResponse(graph_version=0 if written is None else written.version)
             for attr in attrs:
                 num_src, num_dst = attr.size

@@ -44,6 +44,7 @@ import torch
 from torch.utils.data import DataLoader
 from torch_geometric.loader import LinkLoader, NodeLoader
 
+from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.client.remote_sampler import RemoteNeighborSampler
 from gnnstore.common.errors import InvalidRequestError
 
@@ -265,11 +266,11 @@ class _ConcurrentEpoch(Generic[T]):
         if resume is None:
             self.state = EpochState(
                 int(torch.randint(1 << 62, ())), 0, self._sampler.claimed,
-                None if generator is None else generator.get_state(), self._sampler.switch_version(),
+                None if generator is None else generator.get_state(), _switch_version(self._loader, self._sampler),
             )
         else:
             self.state = dataclasses.replace(resume)
-            self.state.graph_version = self._sampler.switch_version(resume.graph_version)
+            self.state.graph_version = _switch_version(self._loader, self._sampler, resume.graph_version)
             self._sampler.claimed = resume.claimed
             if generator is not None and resume.generator_state is not None:
                 generator.set_state(resume.generator_state)
@@ -354,6 +355,16 @@ def _remote_sampler(loader: object) -> RemoteNeighborSampler | None:
     return sampler if isinstance(sampler, RemoteNeighborSampler) else None
 
 
+def _switch_version(loader: NodeLoader | LinkLoader, sampler: RemoteNeighborSampler, version: int | None = None) -> int:
+    """Move the loader's remote sampler, and its remote graph store, to graph version ``version``
+    (``None``: the newest); returns it."""
+    version = sampler.switch_version(version)
+    data = getattr(loader, "data", None)
+    if isinstance(data, tuple) and len(data) == 2 and isinstance(data[1], RemoteGraphStore):
+        data[1].switch_version(version)
+    return version
+
+
 def _seed_claiming_sampler(loader: object) -> RemoteNeighborSampler | None:
     """The sampler of a PyG loader that ``_ConcurrentEpoch`` can drive, else ``None``."""
     sampler = _remote_sampler(loader)
@@ -394,8 +405,9 @@ class Prefetcher(Generic[T]):
     Over a PyG loader whose sampler is a ``RemoteNeighborSampler`` (``num_workers=0``),
     ``state_dict()`` / ``load_state_dict()`` checkpoint the current epoch (see the module doc).
     Over any PyG loader with such a sampler, each epoch begins by moving it to the server's
-    newest graph version (``switch_version``), so graph writes show up epoch by epoch (loader
-    workers take the version when they start: persistent ones keep their first).
+    newest graph version (``switch_version``; the loader's ``RemoteGraphStore`` moves with it),
+    so graph writes show up epoch by epoch (loader workers take the version when they start:
+    persistent ones keep their first).
     """
 
     def __init__(
@@ -426,7 +438,7 @@ class Prefetcher(Generic[T]):
         else:
             sampler = _remote_sampler(self.iterable)
             if sampler is not None:  # workers made for this epoch take the version with the sampler
-                sampler.switch_version()
+                _switch_version(self.iterable, sampler)
             epoch = _Epoch(self, self.timing)
         self._epoch = weakref.ref(epoch)
         return epoch

@@ -22,39 +22,58 @@ SERVICE = "GraphService"
 class RemoteGraphStore(GraphStore):
     """PyG GraphStore whose edges live on a gnnstore server; safe to pickle into workers.
 
-    Edge lists and sizes are those of the server's newest graph version (graph writes make
-    them; ``GraphWriter``), or of ``graph_version`` when it is set.
+    Like a sampler, it reads one graph version (graph writes make them; ``GraphWriter``): the
+    newest when it is first used, or ``graph_version``, until ``switch_version()``. Edge types
+    and sizes are read once per version (PyG's loaders ask for them every batch).
 
     Args:
         connection: a :class:`Connection`, or a ``"host:port"`` address to open one for.
-        graph_version: the graph version ``get_edge_index`` reads (``None``: the newest at
-            each call).
+        graph_version: the graph version to read (``None``: the newest at first use).
     """
 
     def __init__(self, connection: Connection | str, *, graph_version: int | None = None) -> None:
         super().__init__()
         self.connection = as_connection(connection)
         self.graph_version = graph_version
+        self._edge_attrs: list[tuple] | None = None
 
     def __repr__(self) -> str:
         return f"RemoteGraphStore({self.connection.address!r})"
 
+    def switch_version(self, version: int | None = None) -> int:
+        """Read graph version ``version`` from now on (``None``: the server's newest); returns it.
+
+        Raises:
+            NotFoundError: no such version.
+        """
+        self.graph_version, self._edge_attrs = version, None
+        self.get_all_edge_attrs()
+        return self.graph_version
+
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
-        """New ``EdgeAttr`` objects, one per stored (edge type, layout), with ``size`` set to
-        the newest graph version's node counts (one RPC)."""
-        reply = self.connection.call(SERVICE, "ListEdgeAttrs", graph_pb2.ListEdgeAttrsRequest())
+        """New ``EdgeAttr`` objects with ``size`` set, one per stored (edge type, layout)."""
+        if self._edge_attrs is None:
+            request = graph_pb2.ListEdgeAttrsRequest()
+            if self.graph_version is not None:
+                request.graph_version = self.graph_version
+            reply = self.connection.call(SERVICE, "ListEdgeAttrs", request)
+            self._edge_attrs = [
+                (edge_type_from_proto(a.edge_type), a.layout, a.is_sorted, (a.num_src_nodes, a.num_dst_nodes))
+                for a in reply.edge_attrs
+            ]
+            self.graph_version = reply.graph_version
         return [
-            EdgeAttr(edge_type_from_proto(a.edge_type), a.layout, is_sorted=a.is_sorted,
-                     size=(a.num_src_nodes, a.num_dst_nodes))
-            for a in reply.edge_attrs
+            EdgeAttr(edge_type, layout, is_sorted=is_sorted, size=size)
+            for edge_type, layout, is_sorted, size in self._edge_attrs
         ]
 
     def _get_edge_index(self, edge_attr: EdgeAttr) -> EdgeTensorType | None:
+        if self.graph_version is None:
+            self.get_all_edge_attrs()  # pins the newest version
         request = graph_pb2.GetEdgeIndexRequest(
-            edge_type=edge_type_to_proto(edge_attr.edge_type), layout=edge_attr.layout.value
+            edge_type=edge_type_to_proto(edge_attr.edge_type), layout=edge_attr.layout.value,
+            graph_version=self.graph_version,
         )
-        if self.graph_version is not None:
-            request.graph_version = self.graph_version
         firsts: list[Tensor] = []
         seconds: list[Tensor] = []
         for chunk in self.connection.stream_all(SERVICE, "GetEdgeIndex", request):

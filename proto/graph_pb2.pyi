@@ -9,8 +9,10 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ListEdgeAttrsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("graph_version",)
+    GRAPH_VERSION_FIELD_NUMBER: _ClassVar[int]
+    graph_version: int
+    def __init__(self, graph_version: _Optional[int] = ...) -> None: ...
 
 class EdgeAttrInfo(_message.Message):
     __slots__ = ("edge_type", "layout", "is_sorted", "num_src_nodes", "num_dst_nodes", "num_edges")

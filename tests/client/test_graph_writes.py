@@ -103,14 +103,17 @@ def test_batches_are_one_version_while_a_writer_adds_and_removes_edges(graph: Da
         out = sampler.sample_nodes(NodeSamplerInput(None, torch.arange(N)), seed=1)
         assert set(out.edge.tolist()) == set(range(E))
 
-        newest = [versions[6][e] for e in sorted(versions[6])]  # the graph store's edges: the newest, by edge id
+        zero = RemoteGraphStore(fs.connection, graph_version=0)
+        assert torch.equal(torch.stack(zero.get_edge_index(None, "coo")), graph.edge_index)
+        assert gs.switch_version() == 6
+        newest = [versions[6][e] for e in sorted(versions[6])]  # version 6's edges, by edge id
         assert torch.stack(gs.get_edge_index(None, "coo")).t().tolist() == [list(pair) for pair in newest]
         assert [a.size for a in gs.get_all_edge_attrs()] == [(N, N)]
-        pinned = RemoteGraphStore(fs.connection, graph_version=0)
-        assert torch.equal(torch.stack(pinned.get_edge_index(None, "coo")), graph.edge_index)
-        pinned.graph_version = 7
+        pinned = RemoteGraphStore(fs.connection, graph_version=3)
+        three = [versions[3][e] for e in sorted(versions[3])]
+        assert torch.stack(pinned.get_edge_index(None, "coo")).t().tolist() == [list(pair) for pair in three]
         with pytest.raises(NotFoundError, match="7"):
-            pinned.get_edge_index(None, "coo")
+            RemoteGraphStore(fs.connection, graph_version=7).get_edge_index(None, "coo")
 
 
 def test_new_nodes_keep_their_ids_rows_and_edges_across_a_kill(graph: Data, data_dir: Path) -> None:
@@ -152,7 +155,8 @@ def test_new_nodes_keep_their_ids_rows_and_edges_across_a_kill(graph: Data, data
         done = GraphWriter(fs).write(remove_nodes={None: torch.tensor([N, 5])})
         touching = {e for e, (s, d) in edges_of(graph).items() if 5 in (s, d)} | {E, E + 1}
         assert set(done.removed_edge_ids[None].tolist()) == touching and done.version == 3
-        sampler.switch_version()
+        assert gs.graph_version is None and len(list(Prefetcher(loader))) == 1  # not read yet
+        assert sampler.graph_version == gs.graph_version == 3  # an epoch moved both to the newest
         out = sampler.sample_nodes(NodeSamplerInput(None, torch.arange(N + 2)), seed=1)
         assert set(out.edge.tolist()) == set(range(E)) - touching  # -1 twice over every node: every edge left
         assert [a.size for a in gs.get_all_edge_attrs()] == [(N + 2, N + 2)]
