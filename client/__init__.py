@@ -10,7 +10,8 @@ the negatives' global ids.
 ``FeatureCache`` warmed with the server's hot nodes) so only misses travel, and
 ``Prefetcher(loader, depth=2)`` makes batches ahead while the trainer computes, measuring the
 trainer's stall per epoch. ``transform=EdgeFeatures(fs)`` adds the stored edge attributes of each
-batch's ``e_id`` (``batch.edge_attr``), brought with the sample. ``GraphWriter(fs)`` adds nodes
+batch's ``e_id`` (``batch.edge_attr``), brought with the sample (``EdgeFeatures(fs,
+cache_bytes=N)`` caches them too). ``GraphWriter(fs)`` adds nodes
 and adds or removes edges while trainers sample: each write is a new graph version, which a
 sampler reads from its next epoch (``RemoteNeighborSampler.switch_version``).
 """
