@@ -3,13 +3,16 @@
 Its groups are node types, or edge groups for a cache of edge rows by edge id (``EdgeFeatures``
 makes one): the same code, with "node" read as "edge".
 
-The cache is a decorator with the row source's read interface: ``read_group`` answers the rows
-of several attrs of one node type for the ids it holds and calls ``fetch_missing`` once with
-only the distinct missing ids. A node is cached for every attr of its type or for none: each
-node type has one slot (``cache_slot.py``) whose id maps and eviction metadata (numpy arrays on
-the host) place a node's rows at the same position of every attr's storage tensor (on
-``device``: a GPU for a CUDA-resident cache). The byte budget is shared by every node type in
-proportion to its feature bytes, so a budget of 20% caches 20% of the nodes of every type. Each
+A read has two halves, so the caller owns the trip to the rows' source: ``locate`` copies the
+hits of several attrs of one node type into the batch's rows and says which distinct ids are
+wanted; the caller brings their rows (delivered with the sample, or fetched) to ``fill``, which
+places and admits them (``read_group`` does both around a fetch function).
+
+A node is cached for every attr of its type or for none: each node type has one slot
+(``cache_slot.py``) whose id maps and eviction metadata (numpy arrays on the host) place a
+node's rows at the same position of every attr's storage tensor (on ``device``: a GPU for a
+CUDA-resident cache). The byte budget is shared by every node type in proportion to its
+feature bytes, so a budget of 20% caches 20% of the nodes of every type. Each
 step is one pass in numba over the batch.
 
 Policies, by name: ``static`` (a hot set given once by ``warm``, never evicted), ``lru`` and
@@ -108,6 +111,25 @@ class CacheStats:
         return self.misses / total if total else 0.0
 
 
+@dataclass(frozen=True)
+class CacheRead:
+    """A read between ``FeatureCache.locate`` and ``fill``: its rows (hits in place) and where
+    each id stands (``where``: a storage position, or ``-1 - r`` for ``missing[r]``)."""
+
+    slot: CacheSlot
+    attr_names: list[str]
+    rows: list[Tensor]
+    where: np.ndarray
+    missing: np.ndarray
+    todo: np.ndarray
+    needed: np.ndarray
+
+    @property
+    def wanted(self) -> Tensor:
+        """The distinct ids whose rows ``fill`` needs, in order of first appearance."""
+        return torch.from_numpy(self.missing[self.needed])
+
+
 class FeatureCache:
     """Feature rows by (node type, attr, global id), bounded by ``capacity_bytes`` of row storage.
 
@@ -197,30 +219,26 @@ class FeatureCache:
             now.dynamic_hits - start.dynamic_hits,
         )
 
-    def read_group(
+    def locate(
         self,
         group_name: Any,
         attr_names: Sequence[str],
         ids: Tensor,
-        fetch_missing: FetchMissing,
         *,
         into: Sequence[Tensor] | None = None,
         written: np.ndarray | None = None,
-    ) -> list[Tensor]:
-        """Rows of ``ids`` (global) for each of ``attr_names``, in request order, duplicates kept.
+    ) -> CacheRead:
+        """First half of a read: rows of ``ids`` (global) for each of ``attr_names``, hits copied.
 
-        ``fetch_missing`` is called at most once, with the distinct missing ids (int64, CPU, in
-        order of first appearance in ``ids``), and must return their rows for each of
-        ``attr_names``, in that order.
+        The returned ``CacheRead`` holds the rows, in request order with duplicates kept, and
+        ``wanted``: the distinct ids (int64, CPU, in order of first appearance) whose rows the
+        caller must bring to ``fill``, the second half.
         ``into`` (one CPU tensor per attr with a row per id, on a CPU cache) receives the rows
         instead of new tensors; ``written`` (a mask over ``ids``) says which of its rows already
-        hold theirs, e.g. aligned rows from the server. Missing ids written there are not fetched.
-        Missing rows are admitted to the dynamic tier when ``attr_names`` covers every cached
-        attr of the node type.
+        hold theirs, e.g. aligned rows from the server; those ids are not wanted.
 
         Raises:
-            InvalidRequestError: negative ids, fetched rows of the wrong dtype or shape, or an
-                ``into`` that does not match.
+            InvalidRequestError: negative ids, or an ``into`` that does not match.
             NotFoundError: the node type or an attr is not cached.
         """
         slot = self._slot(group_name)
@@ -236,25 +254,49 @@ class FeatureCache:
             hit_at = np.flatnonzero(where >= 0)
             for name, out in zip(attr_names, outs):
                 self._move_rows(out, hit_at, slot.storage[name], where[hit_at])
-        if not missing.size:
-            return outs
         miss_at = np.flatnonzero(where < 0)
         todo = miss_at if written is None else miss_at[~written[miss_at]]  # still without their row
-        if todo.size:
-            needed = np.zeros(missing.shape[0], dtype=bool)
-            needed[-1 - where[todo]] = True
-            wanted = missing[needed]  # distinct, in order of first appearance
-            fetched = fetch_missing(torch.from_numpy(wanted))
-            fetched_row = np.cumsum(needed) - 1
-            for name, out, r in zip(attr_names, outs, fetched):
+        needed = np.zeros(missing.shape[0], dtype=bool)
+        needed[-1 - where[todo]] = True
+        return CacheRead(slot, list(attr_names), outs, where, missing, todo, needed)
+
+    def fill(self, read: CacheRead, rows: Sequence[Tensor]) -> list[Tensor]:
+        """Second half of a read: ``rows`` (per attr, a row per id of ``read.wanted``) go into
+        the read's rows, which are returned. The missing rows are admitted to the dynamic tier
+        when the read covers every cached attr of the node type.
+
+        Raises:
+            InvalidRequestError: rows of the wrong dtype or shape.
+        """
+        slot, where, missing = read.slot, read.where, read.missing
+        if read.todo.size:
+            wanted = missing[read.needed]
+            fetched_row = np.cumsum(read.needed) - 1
+            for name, out, r in zip(read.attr_names, read.rows, rows, strict=True):
                 r = slot.check_rows(name, wanted, r).to(self.device)
-                self._move_rows(out, todo, r, fetched_row[-1 - where[todo]])
-        if slot.policy is not None and set(attr_names) == slot.storage.keys():  # static: only warm() fills
+                self._move_rows(out, read.todo, r, fetched_row[-1 - where[read.todo]])
+        if missing.size and slot.policy is not None and set(read.attr_names) == slot.storage.keys():
+            miss_at = np.flatnonzero(where < 0)  # static: only warm() fills
             row_at = np.empty(missing.shape[0], dtype=np.int64)  # a position of each missing id
             row_at[-1 - where[miss_at]] = miss_at
             with self._lock:
-                self._store(slot, missing, dict(zip(attr_names, outs)), row_at)
-        return outs
+                self._store(slot, missing, dict(zip(read.attr_names, read.rows)), row_at)
+        return read.rows
+
+    def read_group(
+        self,
+        group_name: Any,
+        attr_names: Sequence[str],
+        ids: Tensor,
+        fetch_missing: FetchMissing,
+        *,
+        into: Sequence[Tensor] | None = None,
+        written: np.ndarray | None = None,
+    ) -> list[Tensor]:
+        """``locate`` then ``fill`` in one call: ``fetch_missing`` gets the wanted ids (at most
+        once, only when there are some) and returns their rows per attr."""
+        read = self.locate(group_name, attr_names, ids, into=into, written=written)
+        return self.fill(read, fetch_missing(read.wanted) if read.todo.size else [])
 
     def read(
         self, group_name: Any, attr_name: str, ids: Tensor, fetch_missing: Callable[[Tensor], Tensor]

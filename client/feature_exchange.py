@@ -7,9 +7,9 @@ was given the feature store, it asks the server for those rows in the sampling R
 another round trip. Both objects hold the same ``FeatureExchange``, and it survives fork and
 pickling (PyG pickles the feature store and the sampler together into spawned workers).
 
-A feature cache plugs in as ``cache`` (anything with ``FeatureCache.read_group``'s
-signature): ``take`` answers hits from it, one call per node type, and fills misses from the
-delivered rows. If the cache also offers ``known_ids(group_name, include_static=...,
+A feature cache plugs in as ``cache`` (anything with ``FeatureCache``'s ``locate`` and
+``fill``): per node type, ``take`` has the cache place its hits and name the ids it lacks, brings
+their rows (from the delivery, else one fetch), and hands them to the cache to place and keep. If the cache also offers ``known_ids(group_name, include_static=...,
 include_dynamic=...) -> Tensor`` (global ids it holds for every attr of the group), the
 request tells the server to leave those rows out, so only misses travel. A static tier
 warmed from the server's hot ranking (``hot``, filled by ``client.hot_set.warm_hot_set``) is
@@ -65,22 +65,32 @@ FetchRows = Callable[[list[TensorAttr]], list[Tensor]]
 FetchMissing = Callable[[Tensor], list[Tensor]]
 
 
+class CacheRead(Protocol):
+    """A cache read between ``locate`` and ``fill``."""
+
+    @property
+    def wanted(self) -> Tensor:
+        """The distinct ids (int64, CPU) whose rows ``fill`` needs, in order of first appearance."""
+
+
 class RowCache(Protocol):
     """What the exchange needs of a feature cache (``client.feature_cache.FeatureCache``)."""
 
-    def read_group(
+    def locate(
         self,
         group_name: Any,
         attr_names: Sequence[str],
         ids: Tensor,
-        fetch_missing: Callable[[Tensor], list[Tensor]],
         *,
         into: Sequence[Tensor] | None = None,
         written: np.ndarray | None = None,
-    ) -> list[Tensor]:
-        """Rows of ``ids`` (global) per attr; ``fetch_missing`` gets the distinct missing ids in
-        order of first appearance and returns their rows per attr. ``into``: tensors to fill
-        (a row per id), of which the rows ``written`` (a mask) already hold theirs."""
+    ) -> CacheRead:
+        """Rows of ``ids`` (global) per attr with the hits in place, and the ids still wanted.
+        ``into``: tensors to fill (a row per id), of which the rows ``written`` (a mask) already
+        hold theirs."""
+
+    def fill(self, read: CacheRead, rows: Sequence[Tensor]) -> list[Tensor]:
+        """The read's rows, with ``rows`` (per attr, a row per wanted id) placed and admitted."""
 
 
 class _Delivery:
@@ -246,7 +256,7 @@ class FeatureExchange:
             if delivery is not None:
                 source = partial(_delivered_rows, delivery.rows[group], group_names, fetch_missing=fetch_missing)
             cache = self._edge_cache_of(group, group_names)
-            rows = source(ids) if cache is None else cache.read_group(group, group_names, ids, source)
+            rows = source(ids) if cache is None else _read_through(cache, group, group_names, ids, source)
             out[group] = dict(zip(group_names, rows))
         return out
 
@@ -287,11 +297,11 @@ class FeatureExchange:
             into = [delivered.rows[name] for name in names]
             if self.cache is None:
                 return into  # every row was sent, each at its place: the batch's own arrays
-            return self.cache.read_group(group, names, index, fetch_missing, into=into, written=written)
+            return _read_through(self.cache, group, names, index, fetch_missing, into=into, written=written)
         from_delivery = partial(_delivered_rows, delivered.compacted(), names, fetch_missing=fetch_missing)
         if self.cache is None:
             return from_delivery(index)
-        return self.cache.read_group(group, names, index, from_delivery)
+        return _read_through(self.cache, group, names, index, from_delivery)
 
     def _aligned_rows_written(self, index: Tensor, delivered: NodeRows, names: list[str]) -> np.ndarray | None:
         """Which rows of aligned ``delivered`` hold theirs (a mask over ``index``), or ``None``
@@ -325,9 +335,19 @@ class FeatureExchange:
         for (group, _), positions in by_index.items():
             names = [attrs[i].attr_name for i in positions]
             fetch_missing = _group_fetcher(fetch, group, names)
-            rows = self.cache.read_group(group, names, attrs[positions[0]].index.long(), fetch_missing)
+            rows = _read_through(self.cache, group, names, attrs[positions[0]].index.long(), fetch_missing)
             out.update(zip(positions, rows))
         return [out[i] for i in range(len(attrs))]
+
+
+def _read_through(
+    cache: RowCache, group: Any, names: list[str], ids: Tensor, source: FetchMissing, **placed: Any
+) -> list[Tensor]:
+    """Rows of ``ids`` through ``cache``: it places its hits and names the ids it lacks, ``source``
+    brings their rows, the cache places and keeps them. ``placed``: ``locate``'s ``into``/``written``."""
+    read = cache.locate(group, names, ids, **placed)
+    wanted = read.wanted
+    return cache.fill(read, source(wanted) if wanted.numel() else [])
 
 
 def _delivered_rows(delivered: NodeRows, names: list[str], ids: Tensor, fetch_missing: FetchMissing) -> list[Tensor]:

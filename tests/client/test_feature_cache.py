@@ -68,6 +68,23 @@ def test_rows_already_in_place_are_kept_and_only_the_rest_fetched(policy: str) -
         assert torch.equal(cache.lookup("paper", "x", torch.tensor([250, 120, 121, 200]))[1], torch.ones(4, dtype=torch.bool))
 
 
+def test_locate_places_hits_and_names_misses_and_fill_places_and_keeps_them() -> None:
+    x = torch.arange(100, dtype=torch.float32).view(-1, 1)
+    cache = make_cache(x, 20, "static+lru")
+    cache.warm("paper", torch.arange(10), {"x": x[:10]})
+    ids = torch.tensor([3, 50, 7, 60, 50])
+    read = cache.locate("paper", ["x"], ids)
+    assert read.wanted.tolist() == [50, 60]  # distinct, in order of first appearance
+    assert read.rows[0][[0, 2]].flatten().tolist() == [3.0, 7.0]  # hits in place before any fill
+    assert not cache.lookup("paper", "x", torch.tensor([50]))[1].any()  # nothing kept before fill
+    with pytest.raises(InvalidRequestError, match=r"rows for \('paper', 'x'\) must be torch.float32"):
+        cache.fill(read, [x[read.wanted].double()])
+    (out,) = cache.fill(cache.locate("paper", ["x"], ids), [x[read.wanted]])
+    assert torch.equal(out, x[ids])
+    assert cache.lookup("paper", "x", torch.tensor([50, 60]))[1].all()  # admitted by fill
+    assert cache.locate("paper", ["x"], ids).wanted.numel() == 0
+
+
 def test_a_target_that_does_not_fit_is_refused_by_name() -> None:
     x = torch.zeros(10, 3)
     cache = make_cache(x, 5, "lru")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -29,9 +29,8 @@ class WarmRows:
     def known_ids(self, group_name: object, **tiers: bool) -> Tensor:
         return torch.arange(self.known)
 
-    def read_group(self, group_name: object, attr_names: list[str], ids: Tensor,
-                   fetch_missing: Callable[[Tensor], list[Tensor]], *,
-                   into: list[Tensor] | None = None, written: np.ndarray | None = None) -> list[Tensor]:
+    def locate(self, group_name: object, attr_names: list[str], ids: Tensor, *,
+               into: list[Tensor] | None = None, written: np.ndarray | None = None) -> SimpleNamespace:
         out = list(into) if into is not None else [self.rows[name][ids].clone() for name in attr_names]
         held = ids < self.known
         for o, name in zip(out, attr_names):
@@ -40,10 +39,12 @@ class WarmRows:
         missing = torch.unique(ids[lacking])
         if missing.numel():
             self.fetched.append(missing)
-            at = torch.searchsorted(missing, ids[lacking])
-            for o, rows in zip(out, fetch_missing(missing)):
-                o[lacking] = rows[at]
-        return out
+        return SimpleNamespace(wanted=missing, rows=out, at=torch.searchsorted(missing, ids[lacking]), lacking=lacking)
+
+    def fill(self, read: SimpleNamespace, rows: list[Tensor]) -> list[Tensor]:
+        for o, r in zip(read.rows, rows):
+            o[read.lacking] = r[read.at]
+        return read.rows
 
 
 def _loader(fs: RemoteFeatureStore, gs: object, seeds: Tensor) -> NodeLoader:
