@@ -8,16 +8,19 @@ from collections.abc import Iterator
 import grpc
 from torch import Tensor
 from torch_geometric.data.graph_store import EdgeLayout
+from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from gnnstore.backend.error_translation import translate_errors
 from gnnstore.backend.fair_scheduler import FairScheduler
 from gnnstore.backend.metrics import SERVICE_PREFIX, Metrics
 from gnnstore.backend.data_plane import DataPlane
 from gnnstore.backend.segment_mappings import ReplySegments
+from gnnstore.backend.row_gathering import RowGatherer
+from gnnstore.backend.sample_job import SampleJob, SampleRequest, decode_sample_job
 from gnnstore.backend.sampling_runner import SamplingRunner
 from gnnstore.backend.graph_versions import GraphVersions, GraphView
 from gnnstore.backend.graph_writes import WriteApplier
-from gnnstore.backend.served_data import UNKNOWN_EDGE_COUNT, GraphSummary, SampledVersion
+from gnnstore.backend.served_data import UNKNOWN_EDGE_COUNT, GraphSummary
 from gnnstore.proto import graph_pb2, graph_pb2_grpc
 from gnnstore.proto.codec import (
     describe,
@@ -29,17 +32,8 @@ from gnnstore.proto.codec import (
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
 from gnnstore.proto.reply_payload import PayloadWriter, ReplyWithPayload
-from gnnstore.proto.reply_segment import ArrayWriter, ReplyWriter, SegmentRefused
-from gnnstore.proto.sample_codec import (
-    edge_input_from_proto,
-    feature_request_from_proto,
-    node_input_from_proto,
-    node_rows_to_proto,
-    num_neighbors_from_proto,
-    output_to_proto,
-    temporal_from_proto,
-    weight_attr_from_proto,
-)
+from gnnstore.proto.reply_segment import ReplyWriter
+from gnnstore.proto.sample_codec import node_rows_to_proto, output_to_proto
 from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.edge_layout import from_coo
 
@@ -54,7 +48,8 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     Args:
         graph_store: the graph store; its calls are serialised (database handles are not
             shared between threads).
-        runner: samples and gathers feature rows.
+        runner: samples.
+        rows: gathers the feature rows that ride with a sample.
         sampling: the threads a sampling call's work runs on, clients in turn (a client is a
             connection), while the call's own thread waits (see ``ServerConfig.sampling_threads``
             for why so few).
@@ -71,6 +66,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         self,
         graph_store: BaseGraphStore,
         runner: SamplingRunner,
+        rows: RowGatherer,
         sampling: FairScheduler,
         summary: GraphSummary,
         metrics: Metrics | None = None,
@@ -83,6 +79,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         self._versions = versions
         self._graph_lock = threading.Lock()
         self._runner = runner
+        self._rows = rows
         self._sampling = sampling
         self._summary = summary
         self._segments = ReplySegments() if segments is None else segments
@@ -154,23 +151,21 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_nodes, with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromNodes"):
-            peer = context.peer()
-            return self._sampling.run(peer, lambda: self._sample_from_nodes(request, peer))
+            return self._sample(request, context.peer())
 
     def SampleFromEdges(
         self, request: graph_pb2.SampleFromEdgesRequest, context: grpc.ServicerContext
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_edges (negatives included), with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromEdges"):
-            peer = context.peer()
-            return self._sampling.run(peer, lambda: self._sample_from_edges(request, peer))
+            return self._sample(request, context.peer())
 
     def HotNodes(
         self, request: graph_pb2.HotNodesRequest, context: grpc.ServicerContext
     ) -> graph_pb2.HotNodesResponse:
         """The k nodes of a node type with the highest out-degree, and the ranking's version."""
         with translate_errors(context, "GraphService.HotNodes"):
-            ranking = self._runner.ranking
+            ranking = self._rows.ranking
             if ranking is None:
                 raise PreconditionError(
                     "this server samples live from Neo4j and has no topology snapshot to rank "
@@ -190,74 +185,36 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 )
             return self._writer.write(request)
 
-    def _sample_from_nodes(
-        self, request: graph_pb2.SampleFromNodesRequest, peer: str
-    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
-        options = request.options
-        version = self._runner.version(options.graph_version if options.HasField("graph_version") else None)
-        segment, refused = self._reply_writer(request)
-        out = self._runner.sample_from_nodes(
-            node_input_from_proto(request), num_neighbors_from_proto(options), **_sampling_flags(options),
-            version=version, allocate=None if segment is None else segment.empty,
-        )
-        return self._reply(out, request, "SampleFromNodes", segment, refused, peer, version)
+    def _sample(self, request: SampleRequest, peer: str) -> graph_pb2.SampleResponse | ReplyWithPayload:
+        """Decode, sample, gather rows, reply: on the sampling threads, clients in turn."""
 
-    def _sample_from_edges(
-        self, request: graph_pb2.SampleFromEdgesRequest, peer: str
-    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
-        options = request.options
-        inputs, neg_sampling = edge_input_from_proto(request)
-        version = self._runner.version(options.graph_version if options.HasField("graph_version") else None)
-        segment, refused = self._reply_writer(request)
-        out = self._runner.sample_from_edges(
-            inputs, neg_sampling, num_neighbors_from_proto(options), **_sampling_flags(options),
-            version=version, allocate=None if segment is None else segment.empty,
-        )
-        return self._reply(out, request, "SampleFromEdges", segment, refused, peer, version)
+        def run() -> graph_pb2.SampleResponse | ReplyWithPayload:
+            job = decode_sample_job(request, peer, self._runner.version, self._segments)
+            return self._reply(job, self._runner.sample(job))
 
-    def _reply_writer(
-        self, request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest
-    ) -> tuple[ArrayWriter | None, str]:
-        """Where the reply's arrays go, and why the request's reply segment was refused if it
-        was: into that segment (the sampler writes its id tensors there at once), else into a
-        payload after the message if the request accepts one, else into the message."""
-        refused = ""
-        if request.HasField("reply_segment"):
-            try:
-                return self._segments.writer(request.reply_segment), ""
-            except SegmentRefused as exc:
-                logger.info("reply segment refused: %s", exc)
-                refused = str(exc)
-        return (PayloadWriter() if request.accept_payload else None), refused
+        return self._sampling.run(peer, run)
 
     def _reply(
-        self,
-        out: object,
-        request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest,
-        method: str,
-        segment: ArrayWriter | None,
-        refused: str,
-        peer: str,
-        version: SampledVersion,
+        self, job: SampleJob, out: SamplerOutput | HeteroSamplerOutput
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
-        """The sample's reply to ``peer``, its arrays in ``segment`` when there is one, else in a
-        payload after it or, for a large one, on the data port."""
+        """The sample's reply to the job's client, its arrays in the job's reply segment when
+        there is one, else in a payload after it or, for a large one, on the data port."""
+        segment = job.writer
         reply = output_to_proto(out, segment)
-        reply.graph_version = version.version
-        rows_wanted = feature_request_from_proto(request.features)
-        rows = self._runner.gather_rows(out, rows_wanted, version, segment) if rows_wanted.attrs else []
+        reply.graph_version = job.version.version
+        rows = self._rows.gather(out, job.rows, job.version, segment) if job.rows.attrs else []
         reply.features.extend(node_rows_to_proto(r, segment) for r in rows)
         if isinstance(segment, ReplyWriter):
             reply.reply_segment.CopyFrom(segment.use())
             if self._metrics is not None:
-                method_name = f"{SERVICE_PREFIX}GraphService/{method}"
+                method_name = f"{SERVICE_PREFIX}GraphService/{job.method}"
                 # rows the client's cache fills were reserved in the segment, never written
                 self._metrics.record_shared(method_name, segment.placed_bytes - sum(r.bytes_unwritten for r in rows))
-        elif refused:
-            reply.reply_segment.refused = refused
+        elif job.refused:
+            reply.reply_segment.refused = job.refused
         if not isinstance(segment, PayloadWriter):
             return reply
-        ticket = self._data_plane.hold(segment, peer) if request.accept_bulk and self._data_plane is not None else None
+        ticket = self._data_plane.hold(segment, job.peer) if job.accept_bulk and self._data_plane is not None else None
         if ticket is None:
             return ReplyWithPayload(reply, segment)
         reply.bulk.CopyFrom(ticket)
@@ -287,18 +244,6 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 f"edge type {describe(edge_type)} is not stored in layout {layout!r} "
                 f"(stored: {sorted(stored, key=str)})"
             )
-
-
-def _sampling_flags(options: graph_pb2.SamplingOptions) -> dict[str, object]:
-    """``replace``, ``disjoint``, ``seed`` (``None`` when unset), ``temporal`` and ``weight_attr``
-    of a request's options."""
-    return {
-        "replace": options.replace,
-        "disjoint": options.disjoint,
-        "seed": options.seed if options.HasField("seed") else None,
-        "temporal": temporal_from_proto(options),
-        "weight_attr": weight_attr_from_proto(options),
-    }
 
 
 def _chunks(first: Tensor, second: Tensor, size: int) -> Iterator[graph_pb2.EdgeIndexChunk]:

@@ -1,4 +1,4 @@
-"""Runs one sampling request on the shared engine: limits, PyG's sampler, and the rows to return.
+"""Runs one sampling job on the shared engine: limits, then PyG's sampler.
 
 For each request the runner builds a PyG sampler from the request's options (a
 ``SnapshotNeighborSampler`` over the shared engine, cheap since the engine holds every large
@@ -13,31 +13,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.data import TensorAttr
-from torch_geometric.sampler import (
-    EdgeSamplerInput,
-    HeteroSamplerOutput,
-    NegativeSampling,
-    NodeSamplerInput,
-    SamplerOutput,
-)
+from torch_geometric.sampler import HeteroSamplerOutput, NegativeSampling, NodeSamplerInput, SamplerOutput
 from torch_geometric.typing import NodeType
 
-from gnnstore.backend.degree_ranking import DegreeRanking
+from gnnstore.backend.sample_job import SampleJob
 from gnnstore.backend.served_data import SampledVersion, SamplerRequest, VersionLookup
-from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.topology import edge_ends
 from gnnstore.backend.work_budget import sampled_edges_bound
-from gnnstore.proto.codec import describe
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
-from gnnstore.common.allocate import Allocate
-from gnnstore.common.graph_types import edge_group_of, edge_type_of_group, is_edge_group
-from gnnstore.common.temporal import TemporalOptions
-from gnnstore.proto.reply_segment import ALIGNMENT, ArrayWriter
-from gnnstore.proto.sample_codec import IdBitmap, NodeRows, NeighborCounts, RowRequest, distinct_in_order
+from gnnstore.proto.codec import describe
+from gnnstore.proto.sample_codec import NeighborCounts
 
 logger = logging.getLogger(__name__)
 
@@ -74,27 +61,16 @@ class _SeededNegativeSampling(NegativeSampling):
 
 
 class SamplingRunner:
-    """Sampling requests over the served graph versions, and the feature rows of what they sampled.
+    """Sampling jobs over the served graph versions, within the per-request limits.
 
     Args:
         sampling: the graph version a request names, with its bounds and sampler factory.
-        feature_store: where rows of sampled nodes are read (the read tier over the store).
         limits: per-request limits.
-        ranking: the out-degree ranking clients' hot sets come from (``None``: no snapshot,
-            so hot prefixes are ignored and those rows are sent).
     """
 
-    def __init__(
-        self,
-        sampling: VersionLookup,
-        feature_store: TieredFeatureStore,
-        limits: SamplingLimits,
-        ranking: DegreeRanking | None = None,
-    ) -> None:
+    def __init__(self, sampling: VersionLookup, limits: SamplingLimits) -> None:
         self._sampling = sampling
-        self._features = feature_store
         self._limits = limits
-        self.ranking = ranking
 
     def version(self, requested: int | None) -> SampledVersion:
         """The graph version a request reads (``None``: the newest).
@@ -104,156 +80,38 @@ class SamplingRunner:
         """
         return self._sampling(requested)
 
-    def sample_from_nodes(
-        self,
-        inputs: NodeSamplerInput,
-        num_neighbors: NeighborCounts,
-        *,
-        version: SampledVersion,
-        replace: bool,
-        disjoint: bool,
-        seed: int | None,
-        temporal: TemporalOptions | None = None,
-        weight_attr: str | None = None,
-        allocate: Allocate | None = None,
-    ) -> SamplerOutput | HeteroSamplerOutput:
-        """PyG's ``sample_from_nodes`` around global seed ids of graph ``version``; metadata
-        ``(input_id, time)``.
-        ``allocate`` makes the output id tensors where the sampler can (e.g. a reply segment);
-        ``weight_attr`` names the edge attribute to sample by weight.
+    def sample(self, job: SampleJob) -> SamplerOutput | HeteroSamplerOutput:
+        """PyG's ``sample_from_nodes`` around the job's global seed ids (metadata ``(input_id,
+        time)``), or its ``sample_from_edges`` (positives, negatives and metadata with local
+        indices), on the job's graph version; the id tensors go where ``job.allocate`` makes them.
 
         Raises:
             InvalidRequestError: no seeds, too many, an id out of range, or absurd fanouts.
             ResourceExhaustedError: the sample could be larger than ``max_sample_edges``.
-            NotFoundError: an unknown node type.
+            NotFoundError: an unknown node or edge type.
         """
-        self._check(inputs.node.numel(), "seed nodes", num_neighbors)
-        disjoint = disjoint or temporal is not None
-        self._check_work(version, {inputs.input_type: inputs.node.numel()}, num_neighbors, replace, disjoint)
-        sampler = version.make_sampler(
-            SamplerRequest(num_neighbors, replace, disjoint, seed, allocate, temporal, weight_attr)
+        inputs, neg_sampling, num_neighbors = job.inputs, job.neg_sampling, job.num_neighbors
+        disjoint = job.disjoint or job.temporal is not None
+        if isinstance(inputs, NodeSamplerInput):
+            self._check(inputs.node.numel(), "seed nodes", num_neighbors)
+            seeds = {inputs.input_type: inputs.node.numel()}
+        else:
+            amount = 0.0 if neg_sampling is None else float(neg_sampling.amount)
+            links = int(inputs.row.numel() * (1 + amount))
+            self._check(links, "seed links", num_neighbors)
+            src, dst = edge_ends(inputs.input_type)
+            seeds = {src: 2 * links} if src == dst else {src: links, dst: links}  # both ends of each link
+        self._check_work(job.version, seeds, num_neighbors, job.replace, disjoint)
+        sampler = job.version.make_sampler(
+            SamplerRequest(num_neighbors, job.replace, disjoint, job.seed, job.allocate, job.temporal, job.weight_attr)
         )
-        return sampler.sample_from_nodes(inputs)
-
-    def sample_from_edges(
-        self,
-        inputs: EdgeSamplerInput,
-        neg_sampling: NegativeSampling | None,
-        num_neighbors: NeighborCounts,
-        *,
-        version: SampledVersion,
-        replace: bool,
-        disjoint: bool,
-        seed: int | None,
-        temporal: TemporalOptions | None = None,
-        weight_attr: str | None = None,
-        allocate: Allocate | None = None,
-    ) -> SamplerOutput | HeteroSamplerOutput:
-        """PyG's ``sample_from_edges``: positives, negatives and metadata with local indices;
-        ``version``, ``allocate`` and ``weight_attr`` as for ``sample_from_nodes``.
-
-        Raises:
-            InvalidRequestError: no links, too many, an id out of range, or absurd fanouts.
-            ResourceExhaustedError: the sample could be larger than ``max_sample_edges``.
-            NotFoundError: an unknown edge or node type.
-        """
-        amount = 0.0 if neg_sampling is None else float(neg_sampling.amount)
-        links = int(inputs.row.numel() * (1 + amount))
-        self._check(links, "seed links", num_neighbors)
-        src, dst = edge_ends(inputs.input_type)
-        seeds = {src: 2 * links} if src == dst else {src: links, dst: links}  # both ends of each link
-        disjoint = disjoint or temporal is not None
-        self._check_work(version, seeds, num_neighbors, replace, disjoint)
+        if isinstance(inputs, NodeSamplerInput):
+            return sampler.sample_from_nodes(inputs)
         if neg_sampling is not None:
             generator = torch.Generator()
-            generator.manual_seed(int(torch.randint(1 << 62, ())) if seed is None else seed)
+            generator.manual_seed(int(torch.randint(1 << 62, ())) if job.seed is None else job.seed)
             neg_sampling = _SeededNegativeSampling(neg_sampling, generator)
-        sampler = version.make_sampler(
-            SamplerRequest(num_neighbors, replace, disjoint, seed, allocate, temporal, weight_attr)
-        )
         return sampler.sample_from_edges(inputs, neg_sampling)
-
-    def gather_rows(
-        self,
-        out: SamplerOutput | HeteroSamplerOutput,
-        request: RowRequest,
-        version: SampledVersion,
-        segment: ArrayWriter | None = None,
-    ) -> list[NodeRows]:
-        """Rows of ``request.attrs`` for the sampled nodes the client lacks, and of its edge
-        attributes for the sampled edges (by edge id).
-
-        Each distinct id once; or, when the request asks for aligned rows and they all fit in
-        ``segment``, each node's row at its position in the node list, so the client's cache
-        fills the other rows around them and the arrays become the batch's own. Attributes of a
-        group with nothing sampled in ``out`` are skipped, as PyG's loader skips them. Every row
-        comes from one ``gather`` call, into ``segment`` when given.
-        """
-        sampled = _sampled_ids(out)
-        wanted: dict[object, list[str]] = {}
-        for group, name in request.attrs:
-            if group in sampled:
-                wanted.setdefault(group, []).append(name)
-        ids_of = {group: sampled[group].numpy() for group in wanted}
-        lacking = {group: self._lacking(group, ids_of[group], request, version) for group in wanted}
-        empty = None if segment is None else segment.empty
-        row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._features.tensor_schema()}
-        node_groups = {g: names for g, names in wanted.items() if not is_edge_group(g)}
-        positions: dict[object, np.ndarray] = {}
-        if request.aligned and segment is not None and _fits_aligned(node_groups, sampled, segment, row_bytes):
-            positions = {g: np.flatnonzero(lacking[g]) for g in node_groups}
-        ids = {
-            g: sampled[g][torch.from_numpy(positions[g])] if g in positions
-            else torch.from_numpy(distinct_in_order(ids_of[g][keep]))
-            for g, keep in lacking.items()
-        }
-        queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
-        self._check_reply_bytes(queries, row_bytes)
-        placements = [
-            (positions[g], sampled[g].numel()) if g in positions else None
-            for g, names in wanted.items() for _ in names
-        ]
-        tensors = iter(self._features.gather(queries, empty, placements) if queries else [])
-        return [
-            NodeRows(
-                g, ids[g], {name: next(tensors) for name in names},
-                torch.from_numpy(positions[g]) if g in positions else None,
-            )
-            for g, names in wanted.items()
-        ]
-
-    def _lacking(self, group: object, ids: np.ndarray, request: RowRequest, version: SampledVersion) -> np.ndarray:
-        """Which entries of ``ids`` (a node list, or a sample's edge ids) the client lacks (a
-        mask): those neither in its hot prefix nor known."""
-        keep = np.ones(ids.shape[0], dtype=bool)
-        prefix = request.hot.get(group)
-        if prefix is not None and prefix.count and not is_edge_group(group):
-            if self.ranking is not None and prefix.version == self.ranking.version:
-                hot = self.ranking.hot_mask(group, prefix.count)
-                inside = ids < hot.shape[0]  # nodes added by graph writes are never in the hot set
-                keep[inside] &= ~hot[ids[inside]]
-            else:
-                logger.debug("hot prefix of version %r ignored: the ranking differs", prefix.version)
-        known = request.known.get(group)
-        bitmap = isinstance(known, IdBitmap)
-        if known is not None and (known.bits.size if bitmap else known.numel()) and ids.size:
-            count = _id_count(group, version)
-            known = known if bitmap else known.numpy()
-            low, high = (known.start, known.last_byte_start) if bitmap else (int(known.min()), int(known.max()))
-            # ids past an older version's count: a client back from a newer one holds them
-            if low < 0 or count is not None and high >= count and version.newest:
-                what = "edge id" if is_edge_group(group) else "id"
-                valid = "0 and up" if count is None else f"0..{count - 1}"
-                raise InvalidRequestError(
-                    f"known {what} {low if low < 0 else high} of {describe(group)} is out of range "
-                    f"(valid ids: {valid})"
-                )
-            if bitmap:
-                keep &= ~known.holds(ids)
-            else:  # np.isin builds a bitmap over the known ids' range: keep it within the sample's
-                known = known[(known >= ids.min()) & (known <= ids.max())]
-                keep &= ~np.isin(ids, known, kind="table")
-        return keep
 
     def _check_work(
         self,
@@ -273,17 +131,6 @@ class SamplingRunner:
                 f"{_fanouts(per_type)}, replace={replace}, disjoint={disjoint}), over the server's "
                 f"limit of {limit:,}; use fewer seeds or smaller fanouts, or raise the limit with "
                 "`gnnstore serve --max-sample-edges` (GNNSTORE_MAX_SAMPLE_EDGES)"
-            )
-
-    def _check_reply_bytes(self, queries: list[TensorAttr], row_bytes: dict[tuple, int]) -> None:
-        """Refuse to gather more feature bytes than ``max_reply_bytes``, before gathering."""
-        need = sum(len(q.index) * row_bytes.get((q.group_name, q.attr_name), 0) for q in queries)
-        limit = self._limits.max_reply_bytes
-        if need > limit:
-            raise ResourceExhaustedError(
-                f"the sampled nodes' feature rows are {need:,} bytes, over the server's limit of "
-                f"{limit:,} a reply; use fewer seeds or smaller fanouts, or raise the limit with "
-                "`gnnstore serve --max-reply-bytes` (GNNSTORE_MAX_REPLY_BYTES)"
             )
 
     def _check(self, num_seeds: int, what: str, num_neighbors: NeighborCounts) -> None:
@@ -306,38 +153,6 @@ class SamplingRunner:
                     f"fanouts {list(hops)}{where} exceed the limit of {limits.max_fanout} "
                     f"neighbours per hop (use -1 for all neighbours)"
                 )
-
-
-def _sampled_ids(out: SamplerOutput | HeteroSamplerOutput) -> dict[object, Tensor]:
-    """The sample's global ids per feature group: node lists by node type, edge ids by edge
-    group."""
-    if isinstance(out, HeteroSamplerOutput):
-        edges = {edge_group_of(et): e for et, e in (out.edge or {}).items() if e is not None}
-        return {**out.node, **edges}
-    return {None: out.node, **({} if out.edge is None else {edge_group_of(None): out.edge})}
-
-
-def _id_count(group: object, version: SampledVersion) -> int | None:
-    """Ids of ``group`` in ``version``: its nodes, or the edge ids given (``None``: unknown,
-    live sampling's edges)."""
-    if is_edge_group(group):
-        return version.bounds.edge_id_count(edge_type_of_group(group))
-    return version.bounds.num_nodes.get(group, 0)
-
-
-def _fits_aligned(
-    wanted: dict[NodeType | None, list[str]],
-    nodes: dict[NodeType | None, Tensor],
-    segment: ArrayWriter,
-    row_bytes: dict[tuple, int],
-) -> bool:
-    """Whether a row per node list entry of every wanted attr, with ids and positions, fits."""
-    need = sum(
-        nodes[g].numel() * row_bytes.get((g, name), 0) + ALIGNMENT
-        for g, names in wanted.items() for name in names
-    )
-    need += sum(2 * (nodes[g].numel() * 8 + ALIGNMENT) for g in wanted)
-    return need <= segment.free_bytes()
 
 
 def _per_edge_type(num_neighbors: NeighborCounts) -> dict:

@@ -33,6 +33,7 @@ from gnnstore.backend.idmap_service import IdMapServicer
 from gnnstore.backend.metrics import Metrics, MetricsInterceptor
 from gnnstore.backend.prometheus_endpoint import ServerGauges, start_metrics_endpoint
 from gnnstore.backend.segment_mappings import ReplySegments
+from gnnstore.backend.row_gathering import RowGatherer
 from gnnstore.backend.sampling_runner import SamplingLimits, SamplingRunner
 from gnnstore.backend.served_data import ServedData, open_served_data
 from gnnstore.backend.signal_wait import SignalWait
@@ -249,7 +250,8 @@ class GnnStoreServer:
         limits = SamplingLimits(
             config.max_seeds, config.max_hops, config.max_fanout, config.max_sample_edges, config.max_reply_bytes
         )
-        runner = SamplingRunner(data.sampling, data.feature_reader, limits, data.ranking)
+        runner = SamplingRunner(data.sampling, limits)
+        rows = RowGatherer(data.feature_reader, limits.max_reply_bytes, data.ranking)
         self._sampling = FairScheduler(sampling_threads(config))
         logger.info(
             "sampling on %d thread(s), at most %d for one client", self._sampling.threads, self._sampling.per_client
@@ -263,7 +265,7 @@ class GnnStoreServer:
         segments = self._segments = ReplySegments()
         graph_pb2_grpc.add_GraphServiceServicer_to_server(
             GraphServicer(
-                data.graph_store, runner, self._sampling, data.summary, self.metrics, segments, self.data_plane,
+                data.graph_store, runner, rows, self._sampling, data.summary, self.metrics, segments, self.data_plane,
                 WriteApplier(data.versions, data.id_map) if data.versions is not None else None, data.versions,
             ),
             server,

@@ -8,8 +8,9 @@ another round trip. Both objects hold the same ``FeatureExchange``, and it survi
 pickling (PyG pickles the feature store and the sampler together into spawned workers).
 
 A feature cache plugs in as ``cache`` (anything with ``FeatureCache``'s ``locate`` and
-``fill``): per node type, ``take`` has the cache place its hits and name the ids it lacks, brings
-their rows (from the delivery, else one fetch), and hands them to the cache to place and keep. If the cache also offers ``known_ids(group_name, include_static=...,
+``fill``): per node type, ``take`` has the cache place its hits and name the ids it lacks,
+brings their rows (from the delivery, else one fetch), and hands them to the cache to place
+and keep. If the cache also offers ``known_ids(group_name, include_static=...,
 include_dynamic=...) -> Tensor`` (global ids it holds for every attr of the group), the
 request tells the server to leave those rows out, so only misses travel. A static tier
 warmed from the server's hot ranking (``hot``, filled by ``client.hot_set.warm_hot_set``) is
