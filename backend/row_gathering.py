@@ -19,11 +19,12 @@ from torch_geometric.typing import NodeType
 from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.served_data import SampledVersion
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
+from gnnstore.common.allocate import Allocate
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.common.graph_types import edge_group_of, edge_type_of_group, is_edge_group
 from gnnstore.proto.codec import describe
 from gnnstore.proto.reply_segment import ALIGNMENT, ArrayWriter
-from gnnstore.proto.sample_codec import IdBitmap, NodeRows, RowRequest, distinct_in_order
+from gnnstore.proto.sample_codec import IdBitmap, NodeRows, RowRequest, distinct_in_order, narrowed
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +60,8 @@ class RowGatherer:
         ``segment``, each node's row at its position in the node list, so the client's cache
         fills the other rows around them and the arrays become the batch's own. Attributes of a
         group with nothing sampled in ``out`` are skipped, as PyG's loader skips them. Every row
-        comes from one ``gather`` call, into ``segment`` when given.
+        comes from the read tier, into ``segment`` when given; rows of float attrs as
+        ``request.wire_dtype`` when it names one (rounded).
         """
         sampled = _sampled_ids(out)
         wanted: dict[object, list[str]] = {}
@@ -69,7 +71,8 @@ class RowGatherer:
         ids_of = {group: sampled[group].numpy() for group in wanted}
         lacking = {group: self._lacking(group, ids_of[group], request, version) for group in wanted}
         empty = None if segment is None else segment.empty
-        row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._store.tensor_schema()}
+        schema = {(s.group_name, s.attr_name): s for s in self._store.tensor_schema()}
+        row_bytes = {key: s.row_bytes for key, s in schema.items()}
         node_groups = {g: names for g, names in wanted.items() if not is_edge_group(g)}
         positions: dict[object, np.ndarray] = {}
         if request.aligned and segment is not None and _fits_aligned(node_groups, sampled, segment, row_bytes):
@@ -85,7 +88,8 @@ class RowGatherer:
             (positions[g], sampled[g].numel()) if g in positions else None
             for g, names in wanted.items() for _ in names
         ]
-        tensors = iter(self._store.gather(queries, empty, placements) if queries else [])
+        stored = [getattr(schema.get((q.group_name, q.attr_name)), "dtype", None) for q in queries]  # None: unknown
+        tensors = iter(self._gather(queries, placements, stored, request.wire_dtype, empty))
         return [
             NodeRows(
                 g, ids[g], {name: next(tensors) for name in names},
@@ -93,6 +97,29 @@ class RowGatherer:
             )
             for g, names in wanted.items()
         ]
+
+    def _gather(
+        self,
+        queries: list[TensorAttr],
+        placements: list[tuple[np.ndarray, int] | None],
+        stored: list[torch.dtype | None],
+        wire_dtype: torch.dtype | None,
+        empty: Allocate | None,
+    ) -> list[Tensor]:
+        """Rows of ``queries`` (of ``stored`` dtypes) from the read tier: those that travel as
+        stored straight into ``empty``, those ``wire_dtype`` narrows read apart and rounded into it."""
+        wire = [narrowed(dtype, wire_dtype) for dtype in stored]
+        exact = [i for i in range(len(queries)) if wire[i] == stored[i]]
+        rounded = [i for i in range(len(queries)) if wire[i] != stored[i]]
+        out: dict[int, Tensor] = {}
+        for at, allocate in ((exact, empty), (rounded, None)):
+            if at:
+                out.update(zip(at, self._store.gather([queries[i] for i in at], allocate, [placements[i] for i in at])))
+        for i in rounded:
+            wide = out[i]
+            out[i] = (torch.empty if empty is None else empty)(tuple(wide.shape), dtype=wire[i])
+            out[i].copy_(wide)
+        return [out[i] for i in range(len(queries))]
 
     def _lacking(self, group: object, ids: np.ndarray, request: RowRequest, version: SampledVersion) -> np.ndarray:
         """Which entries of ``ids`` (a node list, or a sample's edge ids) the client lacks (a

@@ -12,14 +12,15 @@ the same seeds (1024 per batch, fanouts [15, 10]):
   the trainer process), and the static one also with prefetch 4, with the server and the trainer
   each pinned to its own half of the cores (the rest share them all), with replies over the
   socket only (no shared-memory segments; payloads through the server's data port, and again
-  inside the gRPC replies), the same two across a 10 Gbit/s link (a server in a network
-  namespace whose loopback `tc ... tbf` caps; ``benchmarks.link``, root only), and with 2
-  loader worker processes;
+  inside the gRPC replies; and with the rows as bfloat16, lossy), the same three across a
+  10 Gbit/s link (a server in a network namespace whose loopback `tc ... tbf` caps;
+  ``benchmarks.link``, root only), and with 2 loader worker processes;
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
   through the remote backend (20% static+SIEVE cache, prefetch 2);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M);
 * paired rounds: the engine in memory and the target row (static 20% cache, prefetch 2), shared,
-  with the server on its own cores, and socket only, run back to back ``--rounds`` times (default 3), with
+  with the server on its own cores, socket only, and socket only with bfloat16 rows, run back
+  to back ``--rounds`` times (default 3), with
   each round's ratio and their median, because a shared machine's speed drifts between the
   rows of one run.
 
@@ -70,6 +71,7 @@ NUM_CLASSES = 10
 TARGET = "remote: static 20%, prefetch 2"
 """The issue's target row: a 20% cache and prefetch 2, at 0.8x in-memory batches/s or better."""
 SOCKET_ONLY = f"{TARGET}, socket only"
+LOSSY = "bfloat16 rows (lossy)"
 """The target row as a trainer on another machine gets it: no shared-memory replies (payloads
 through the server's data port)."""
 THROUGH_GRPC = "through gRPC"
@@ -101,11 +103,12 @@ class Phase:
     apart: bool = False  # server and trainer each on half of the cores (the issue's "server on another core")
     token: str = ""  # the bearer token of a server with tokens (an admin's: Stats is read too)
     tls_ca: str = ""  # the CA file of a TLS server
+    wire_dtype: str = ""  # rows of float attrs travel as this 16-bit float (lossy); "": exact
 
     def connection(self) -> dict[str, object]:
         """``connect``'s arguments for this phase's server."""
         return {"shared_memory": self.shared_memory, "data_plane": self.data_plane, "token": self.token,
-                "tls": self.tls_ca or False}
+                "tls": self.tls_ca or False, "wire_dtype": self.wire_dtype or None}
 
 
 @dataclass(frozen=True)
@@ -462,11 +465,14 @@ def main() -> None:
             ), seeds))
             socket_only = replace(remote, name=SOCKET_ONLY, cache_fraction=0.2, policy="static", prefetch=2,
                                   shared_memory=False)
-            for phase in (socket_only, replace(socket_only, name=f"{SOCKET_ONLY}, {THROUGH_GRPC}", data_plane=False)):
+            rounded = replace(socket_only, name=f"{SOCKET_ONLY}, {LOSSY}", wire_dtype="bfloat16")
+            for phase in (socket_only, replace(socket_only, name=f"{SOCKET_ONLY}, {THROUGH_GRPC}", data_plane=False),
+                          rounded):
                 results.append(in_fresh_process(phase, seeds))  # what shared memory / the data port bring
             linked = replace(socket_only, name=f"{SOCKET_ONLY}, 10 Gbit/s link")
             results += _across_a_link(data_dir, work, [
                 linked, replace(linked, name=f"{linked.name}, {THROUGH_GRPC}", data_plane=False),
+                replace(linked, name=f"{linked.name}, {LOSSY}", wire_dtype="bfloat16"),
             ], seeds)
             results.append(in_fresh_process(replace(  # worker processes instead of threads
                 remote, name="remote: static 20%, prefetch 2, 2 workers", cache_fraction=0.2,
@@ -484,7 +490,7 @@ def main() -> None:
             rounds = paired_rounds(
                 replace(common, name="in-memory: gnnstore engine", kind="engine"),
                 [target, replace(target, name=f"{TARGET}, server on its own cores", apart=True),
-                 replace(target, name=SOCKET_ONLY, shared_memory=False)],
+                 replace(target, name=SOCKET_ONLY, shared_memory=False), rounded],
                 seeds, args.rounds,
             )
         draw = torch.randint(tenth_ids.numel(), (seeds.numel(),), generator=torch.Generator().manual_seed(1))

@@ -7,6 +7,7 @@ import torch
 
 from gnnstore.client.channel import DEFAULT_TIMEOUT_S, Connection
 from gnnstore.client.feature_cache import FeatureCache
+from gnnstore.client.feature_exchange import FeatureExchange
 from gnnstore.client.hot_set import warm_hot_set
 from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
@@ -31,6 +32,7 @@ def connect(
     client_key: str | os.PathLike | None = None,
     retry_timeout: float = DEFAULT_RETRY_TIMEOUT_S,
     data_plane: bool = True,
+    wire_dtype: torch.dtype | str | None = None,
 ) -> tuple[RemoteFeatureStore, RemoteGraphStore]:
     """``(feature_store, graph_store)`` for the server at ``address``, sharing one connection.
 
@@ -66,10 +68,15 @@ def connect(
             port (a socket beside the gRPC port, TLS when this connection has it) instead of
             through gRPC (default ``True``); if the port cannot be reached, a warning says so once
             and the replies come through gRPC.
+        wire_dtype: ``"bfloat16"`` or ``"float16"`` (or the torch dtype) to have the rows of
+            float32 and float64 attributes that ride with samples travel rounded to it: half
+            their bytes, for a slow link. **Lossy**: a batch's (and the cache's) rows are then
+            the rounded values. ``None`` (default): rows are exact.
 
     Raises:
         InvalidRequestError: an address that is not ``host:port``, a timeout <= 0, a negative
-            retry_timeout, a bad cache size or policy, or a certificate file that cannot be read.
+            retry_timeout, a bad cache size or policy, a wire dtype other than a 16-bit float, or
+            a certificate file that cannot be read.
         ServerUnavailableError: a cache was asked for and the server cannot be reached (also
             when TLS fails: the message says so).
         AuthenticationError, PermissionDeniedError: a cache was asked for and the token is
@@ -80,7 +87,8 @@ def connect(
         token=token, tls=tls, client_cert=client_cert, client_key=client_key, retry_timeout=retry_timeout,
         data_plane=data_plane,
     )
-    fs, gs = RemoteFeatureStore(connection), RemoteGraphStore(connection)
+    fs = RemoteFeatureStore(connection, exchange=FeatureExchange(wire_dtype=wire_dtype))
+    gs = RemoteGraphStore(connection)
     if cache_bytes:
         node_attrs = [s for s in fs.schema() if not s.is_edge]  # EdgeFeatures caches edge rows
         fs.exchange.cache = FeatureCache(cache_bytes, node_attrs, policy=cache_policy, device=cache_device)

@@ -52,7 +52,15 @@ from torch_geometric.typing import NodeType
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.graph_types import edge_group_of, is_edge_group
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.sample_codec import HotPrefix, IdBitmap, NodeRows, compact_ids, feature_request_to_proto
+from gnnstore.proto.sample_codec import (
+    WIRE_DTYPES,
+    HotPrefix,
+    IdBitmap,
+    NodeRows,
+    compact_ids,
+    feature_request_to_proto,
+    wire_dtype_name,
+)
 
 if TYPE_CHECKING:
     from gnnstore.client.feature_cache import FeatureCache
@@ -146,6 +154,9 @@ class FeatureExchange:
         edge_attrs: edge attribute names to bring with each sample (``None``: none; set by
             ``EdgeFeatures``, which takes them).
         edge_cache: an optional row cache of edge rows by edge group (set by ``EdgeFeatures``).
+        wire_dtype: ``torch.bfloat16`` or ``torch.float16``: rows of float32 and float64 attrs
+            that ride with samples travel rounded to it, halving their bytes (lossy; ``None``,
+            the default: exact). Rows read apart (a MultiGet) stay exact.
     """
 
     def __init__(
@@ -154,11 +165,13 @@ class FeatureExchange:
         hot: dict[NodeType | None, HotPrefix] | None = None,
         edge_attrs: frozenset[str | None] | None = None,
         edge_cache: FeatureCache | None = None,
+        wire_dtype: torch.dtype | None = None,
     ) -> None:
         self.cache = cache
         self.hot = dict(hot or {})
         self.edge_attrs = edge_attrs
         self.edge_cache = edge_cache
+        self.wire_dtype = None if wire_dtype is None else WIRE_DTYPES[wire_dtype_name(wire_dtype)]
         self.delivered_rows = self.delivered_bytes = self.fetched_rows = self.fetched_bytes = 0
         self._lock = threading.Lock()
         self._pending: deque[_Delivery] = deque(maxlen=PENDING_BATCHES)
@@ -166,10 +179,15 @@ class FeatureExchange:
 
     def __getstate__(self) -> dict[str, Any]:
         # Deliveries belong to the process that sampled them; the lock cannot be pickled.
-        return {"cache": self.cache, "hot": self.hot, "edge_attrs": self.edge_attrs, "edge_cache": self.edge_cache}
+        return {
+            "cache": self.cache, "hot": self.hot, "edge_attrs": self.edge_attrs, "edge_cache": self.edge_cache,
+            "wire_dtype": self.wire_dtype,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["cache"], state.get("hot"), state.get("edge_attrs"), state.get("edge_cache"))
+        self.__init__(
+            state["cache"], state.get("hot"), state.get("edge_attrs"), state.get("edge_cache"), state.get("wire_dtype")
+        )
 
     def wanted(self, schema: Sequence[AttrSchema]) -> list[tuple[Any, str | None]]:
         """The (group, attr) pairs a sample should bring: every node attribute, and the edge
@@ -200,10 +218,20 @@ class FeatureExchange:
                 ids = known_ids(group, include_static=not count, include_dynamic=True, reads_ahead=reads_ahead)
                 if ids is not None and ids.numel():
                     known[group] = compact_ids(ids)
-        return feature_request_to_proto(attrs, known, hot)
+        return feature_request_to_proto(attrs, known, hot, self.wire_dtype)
 
-    def deliver(self, out: SamplerOutput | HeteroSamplerOutput, rows: list[NodeRows]) -> None:
-        """Keep the rows a sample brought until the loader (and ``EdgeFeatures``) ask for them."""
+    def deliver(
+        self, out: SamplerOutput | HeteroSamplerOutput, rows: list[NodeRows], schema: Sequence[AttrSchema] = ()
+    ) -> None:
+        """Keep the rows a sample brought until the loader (and ``EdgeFeatures``) ask for them;
+        rows that travelled as ``wire_dtype`` go back to their dtype in ``schema``."""
+        sent_rows = sum(r.ids.numel() * len(r.rows) for r in rows)  # aligned: rows written
+        sent_bytes = sum(sum(t.numel() * t.element_size() for t in r.rows.values()) - r.bytes_unwritten for r in rows)
+        if self.wire_dtype is not None:
+            dtypes: dict[Any, dict[str, torch.dtype]] = {}
+            for spec in schema:
+                dtypes.setdefault(spec.group_name, {})[spec.attr_name] = spec.dtype
+            rows = [r.widened(dtypes.get(r.group, {}), self.wire_dtype) for r in rows]
         nodes = out.node if isinstance(out, HeteroSamplerOutput) else {None: out.node}
         edge_rows = [r for r in rows if is_edge_group(r.group)]
         with self._lock:
@@ -212,10 +240,8 @@ class FeatureExchange:
                 edges = out.edge if isinstance(out, HeteroSamplerOutput) else {None: out.edge}
                 groups = {edge_group_of(et): e for et, e in (edges or {}).items() if e is not None}
                 self._edge_pending.append(_EdgeDelivery(groups, edge_rows))
-            self.delivered_rows += sum(r.ids.numel() * len(r.rows) for r in rows)  # aligned: rows written
-            self.delivered_bytes += sum(
-                sum(t.numel() * t.element_size() for t in r.rows.values()) - r.bytes_unwritten for r in rows
-            )
+            self.delivered_rows += sent_rows
+            self.delivered_bytes += sent_bytes
 
     def take(self, attrs: list[TensorAttr], fetch: FetchRows) -> list[Tensor]:
         """Rows for ``attrs`` (index = global ids): from a delivery when one matches, else ``fetch``.

@@ -296,7 +296,7 @@ class RemoteNeighborSampler(BaseSampler):
         out = output_from_proto(reply, shared)
         rows = [node_rows_from_proto(r, shared) for r in reply.features]
         if self.feature_store is not None:
-            self.feature_store.exchange.deliver(out, rows)
+            self.feature_store.exchange.deliver(out, rows, self.feature_store.schema())
         return out
 
 

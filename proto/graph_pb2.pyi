@@ -101,16 +101,18 @@ class HotPrefix(_message.Message):
     def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., count: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
 
 class FeatureRequest(_message.Message):
-    __slots__ = ("attrs", "known", "hot", "aligned")
+    __slots__ = ("attrs", "known", "hot", "aligned", "wire_dtype")
     ATTRS_FIELD_NUMBER: _ClassVar[int]
     KNOWN_FIELD_NUMBER: _ClassVar[int]
     HOT_FIELD_NUMBER: _ClassVar[int]
     ALIGNED_FIELD_NUMBER: _ClassVar[int]
+    WIRE_DTYPE_FIELD_NUMBER: _ClassVar[int]
     attrs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TensorAttrKey]
     known: _containers.RepeatedCompositeFieldContainer[KnownIds]
     hot: _containers.RepeatedCompositeFieldContainer[HotPrefix]
     aligned: bool
-    def __init__(self, attrs: _Optional[_Iterable[_Union[_common_pb2.TensorAttrKey, _Mapping]]] = ..., known: _Optional[_Iterable[_Union[KnownIds, _Mapping]]] = ..., hot: _Optional[_Iterable[_Union[HotPrefix, _Mapping]]] = ..., aligned: _Optional[bool] = ...) -> None: ...
+    wire_dtype: str
+    def __init__(self, attrs: _Optional[_Iterable[_Union[_common_pb2.TensorAttrKey, _Mapping]]] = ..., known: _Optional[_Iterable[_Union[KnownIds, _Mapping]]] = ..., hot: _Optional[_Iterable[_Union[HotPrefix, _Mapping]]] = ..., aligned: _Optional[bool] = ..., wire_dtype: _Optional[str] = ...) -> None: ...
 
 class KnownIds(_message.Message):
     __slots__ = ("node_type", "ids", "bitmap", "bitmap_start", "edge_group")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+import torch
 from torch import Tensor
 from torch.utils.data import get_worker_info
 from torch_geometric.sampler import (
@@ -414,6 +415,15 @@ class NodeRows:
             return 0
         return sum((len(t) - self.ids.numel()) * t[0].numel() * t.element_size() for t in self.rows.values() if len(t))
 
+    def widened(self, dtypes: Mapping[str, torch.dtype], wire_dtype: torch.dtype) -> NodeRows:
+        """The same rows with those that travelled as ``wire_dtype`` back in their attr's dtype
+        (``dtypes``: attr name → stored dtype; only float32 and float64 attrs are narrowed)."""
+        rows = {
+            name: t.to(dtypes[name]) if t.dtype == wire_dtype and dtypes.get(name) in NARROWED_DTYPES else t
+            for name, t in self.rows.items()
+        }
+        return NodeRows(self.group, self.ids, rows, self.positions)
+
     def compacted(self) -> NodeRows:
         """The same rows, one per id (aligned rows gathered out of their positions)."""
         if self.positions is None:
@@ -474,6 +484,12 @@ class HotPrefix:
     version: str
 
 
+WIRE_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+"""The dtypes rows of float attrs may travel as, by name (lossy: each value rounded)."""
+NARROWED_DTYPES = (torch.float32, torch.float64)
+"""Attr dtypes whose rows travel as a requested wire dtype; others travel as stored."""
+
+
 @dataclass(frozen=True)
 class RowRequest:
     """Which rows a sample should bring back, and which the client already holds.
@@ -484,21 +500,26 @@ class RowRequest:
             every requested attr of that group, as a list or a bitmap.
         hot: node type → the prefix of the server's hot ranking the client holds.
         aligned: rows at their node list positions, if they fit in the reply segment.
+        wire_dtype: a 16-bit float dtype rows of wider float attrs travel as (lossy; ``None``:
+            as stored).
     """
 
     attrs: list[tuple[object, str]]
     known: dict[object, Tensor | IdBitmap]
     hot: dict[NodeType | None, HotPrefix]
     aligned: bool = False
+    wire_dtype: torch.dtype | None = None
 
 
 def feature_request_to_proto(
     attrs: Sequence[tuple[object, str]],
     known: Mapping[object, Tensor | IdBitmap],
     hot: Mapping[NodeType | None, HotPrefix] | None = None,
+    wire_dtype: torch.dtype | None = None,
 ) -> graph_pb2.FeatureRequest:
     """Encode which attributes to return and, per node type or edge group, the ids not to send
-    (give them through ``compact_ids``: a bitmap when that is smaller)."""
+    (give them through ``compact_ids``: a bitmap when that is smaller), and the dtype rows of
+    float attrs travel as (``wire_dtype``, one of ``WIRE_DTYPES``' values; lossy)."""
     return graph_pb2.FeatureRequest(
         attrs=[attr_key_to_proto(group, name) for group, name in attrs],
         known=[_known_ids_to_proto(group, ids) for group, ids in known.items()],
@@ -506,14 +527,35 @@ def feature_request_to_proto(
             graph_pb2.HotPrefix(node_type=node_type_to_proto(nt), count=p.count, version=p.version)
             for nt, p in (hot or {}).items()
         ],
+        wire_dtype="" if wire_dtype is None else wire_dtype_name(wire_dtype),
     )
 
 
-def feature_request_from_proto(request: graph_pb2.FeatureRequest) -> RowRequest:
-    """Decode the attrs, known ids and hot prefixes of a FeatureRequest.
+def wire_dtype_name(dtype: torch.dtype | str) -> str:
+    """The name of a dtype rows may travel as (``"bfloat16"`` or ``"float16"``).
 
     Raises:
-        InvalidRequestError: a negative hot prefix count.
+        InvalidRequestError: any other dtype.
+    """
+    name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    if name not in WIRE_DTYPES:
+        raise InvalidRequestError(
+            f"feature rows can travel as {sorted(WIRE_DTYPES)} (lossy) or as stored, not as {name[:40]!r}"
+        )
+    return name
+
+
+def narrowed(dtype: torch.dtype | None, wire_dtype: torch.dtype | None) -> torch.dtype | None:
+    """The dtype rows of a ``dtype`` attr travel as: ``wire_dtype`` for float32 and float64
+    attrs when one is asked for, else their own."""
+    return wire_dtype if wire_dtype is not None and dtype in NARROWED_DTYPES else dtype
+
+
+def feature_request_from_proto(request: graph_pb2.FeatureRequest) -> RowRequest:
+    """Decode the attrs, known ids, hot prefixes and wire dtype of a FeatureRequest.
+
+    Raises:
+        InvalidRequestError: a negative hot prefix count, or a wire dtype other than a 16-bit float.
     """
     hot = {}
     for prefix in request.hot:
@@ -525,6 +567,7 @@ def feature_request_from_proto(request: graph_pb2.FeatureRequest) -> RowRequest:
         known={group_from_proto(k, "node_type"): _known_ids_from_proto(k) for k in request.known},
         hot=hot,
         aligned=request.aligned,
+        wire_dtype=WIRE_DTYPES[wire_dtype_name(request.wire_dtype)] if request.wire_dtype else None,
     )
 
 

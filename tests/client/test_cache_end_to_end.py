@@ -142,7 +142,7 @@ def test_hetero_batches_are_exact_with_a_cache(
     sampler = RemoteNeighborSampler(fs, [3, 2], feature_store=fs)
     delivered_nodes = []
     deliver = fs.exchange.deliver
-    fs.exchange.deliver = lambda out, rows: (delivered_nodes.extend(r.ids.numel() for r in rows), deliver(out, rows))[1]
+    fs.exchange.deliver = lambda out, rows, *schema: (delivered_nodes.extend(r.ids.numel() for r in rows), deliver(out, rows, *schema))[1]
     for _ in range(2):
         for batch in NodeLoader((fs, gs), node_sampler=sampler, input_nodes=("paper", torch.arange(80)),
                                 batch_size=16, shuffle=True):

@@ -71,7 +71,7 @@ def test_only_missing_rows_travel_when_the_cache_names_its_ids(homo_server: Serv
     fs.exchange.cache = cache
     delivered: list[Tensor] = []
     deliver = fs.exchange.deliver
-    fs.exchange.deliver = lambda out, rows: (delivered.extend(r.ids for r in rows), deliver(out, rows))[1]
+    fs.exchange.deliver = lambda out, rows, *schema: (delivered.extend(r.ids for r in rows), deliver(out, rows, *schema))[1]
     for batch in _loader(fs, gs, torch.arange(0, 400, 5)):
         assert torch.equal(batch.x, homo_graph.x[batch.n_id])
     sent = torch.cat(delivered)
