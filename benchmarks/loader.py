@@ -13,8 +13,8 @@ the same seeds (1024 per batch, fanouts [15, 10]):
   each pinned to its own half of the cores (the rest share them all), with replies over the
   socket only (no shared-memory segments; payloads through the server's data port, and again
   inside the gRPC replies; and with the rows as bfloat16, lossy), the same three across a
-  10 Gbit/s link (a server in a network namespace whose loopback `tc ... tbf` caps;
-  ``benchmarks.link``, root only), and with 2 loader worker processes;
+  10 Gbit/s link (``--link-rate``; a server in a network namespace whose loopback `tc ... tbf`
+  caps; ``benchmarks.link``, root only), and with 2 loader worker processes;
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
   through the remote backend (20% static+SIEVE cache, prefetch 2);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M);
@@ -108,7 +108,7 @@ class Phase:
     def connection(self) -> dict[str, object]:
         """``connect``'s arguments for this phase's server."""
         return {"shared_memory": self.shared_memory, "data_plane": self.data_plane, "token": self.token,
-                "tls": self.tls_ca or False, "wire_dtype": self.wire_dtype or None}
+                "tls": self.tls_ca or False}
 
 
 @dataclass(frozen=True)
@@ -151,14 +151,15 @@ def _loader(phase: Phase, seeds: Tensor) -> tuple[object, object | None]:
             sampler = SnapshotNeighborSampler(TopologySnapshot.from_data(data), fanouts)
             loader = NodeLoader(data, node_sampler=sampler, input_nodes=seeds, batch_size=phase.batch_size)
     else:
-        fs, gs = connect(phase.address, **phase.connection())
+        fs, gs = connect(phase.address, **phase.connection(), wire_dtype=phase.wire_dtype or None)
         cache_bytes = int(phase.cache_fraction * sum(
             s.dtype.itemsize * int(np.prod(s.shape)) for s in fs.schema()
         ))
         if cache_bytes:
             fs.connection.close()
             fs, gs = connect(
-                phase.address, cache_bytes=cache_bytes, cache_policy=phase.policy, **phase.connection()
+                phase.address, cache_bytes=cache_bytes, cache_policy=phase.policy, **phase.connection(),
+                wire_dtype=phase.wire_dtype or None,
             )
             cache = fs.cache
         sampler = RemoteNeighborSampler(fs, fanouts, feature_store=fs)
@@ -338,10 +339,12 @@ def cpu_ceiling(target: Result, engine: Result, base: float) -> str:
     )
 
 
-def _across_a_link(data_dir: Path, work: Path, phases: list[Phase], seeds: Tensor) -> list[Result]:
-    """``phases`` against a server behind a loopback capped at ``LINK_RATE`` (``benchmarks.link``),
+def _across_a_link(
+    data_dir: Path, work: Path, phases: list[Phase], seeds: Tensor, rate: str = LINK_RATE
+) -> list[Result]:
+    """``phases`` against a server behind a loopback capped at ``rate`` (``benchmarks.link``),
     or no rows where this machine cannot make one."""
-    with capped_loopback(LINK_RATE) as refused:
+    with capped_loopback(rate) as refused:
         if refused:
             print(f"{phases[0].name}: skipped ({refused})", flush=True)
             return []
@@ -411,6 +414,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="paired rounds of the in-memory engine and the target row, alternately")
     parser.add_argument("--small", action="store_true", help="100k nodes, 20 batches, 10 training batches")
+    parser.add_argument("--link-rate", default=LINK_RATE,
+                        help="the cross-host rows' link, in tc units (default 10gbit; e.g. 1gbit)")
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a temporary folder")
     args = parser.parse_args()
     if args.small:
@@ -469,11 +474,11 @@ def main() -> None:
             for phase in (socket_only, replace(socket_only, name=f"{SOCKET_ONLY}, {THROUGH_GRPC}", data_plane=False),
                           rounded):
                 results.append(in_fresh_process(phase, seeds))  # what shared memory / the data port bring
-            linked = replace(socket_only, name=f"{SOCKET_ONLY}, 10 Gbit/s link")
+            linked = replace(socket_only, name=f"{SOCKET_ONLY}, {args.link_rate} link")
             results += _across_a_link(data_dir, work, [
                 linked, replace(linked, name=f"{linked.name}, {THROUGH_GRPC}", data_plane=False),
                 replace(linked, name=f"{linked.name}, {LOSSY}", wire_dtype="bfloat16"),
-            ], seeds)
+            ], seeds, args.link_rate)
             results.append(in_fresh_process(replace(  # worker processes instead of threads
                 remote, name="remote: static 20%, prefetch 2, 2 workers", cache_fraction=0.2,
                 policy="static", prefetch=2, workers=2,

@@ -43,12 +43,14 @@ def main() -> None:
     parser.add_argument("--amp", action="store_true", help="mixed precision (torch.autocast)")
     parser.add_argument("--accumulate", type=int, default=1, help="batches per optimizer step")
     parser.add_argument("--report-dir", default=None, help="save the training report here (JSON, PNG)")
+    parser.add_argument("--wire-dtype", choices=["bfloat16", "float16"], default=None,
+                        help="send float features rounded to 16 bits: half the bytes on a slow link (lossy)")
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)
 
     # The store pair PyG's loaders take; nothing is sent until the first call.
-    fs, gs = connect(args.address, timeout=60)
+    fs, gs = connect(args.address, timeout=60, wire_dtype=args.wire_dtype)
     num_features = fs.get_tensor_size(group_name=None, attr_name="x")[1]
     y = fs.get_tensor(group_name=None, attr_name="y", index=None)
     ids = torch.arange(y.numel())

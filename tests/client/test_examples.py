@@ -30,6 +30,8 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> ServerProcess:
         ("homo_server", "node_classification.py", ["--epochs", "2", "--batch-size", "64"], "test accuracy"),
         ("homo_server", "node_classification.py",
          ["--epochs", "2", "--batch-size", "64", "--amp", "--accumulate", "2"], "test accuracy"),
+        ("homo_server", "node_classification.py",
+         ["--epochs", "2", "--batch-size", "64", "--wire-dtype", "bfloat16"], "test accuracy"),
         ("homo_server", "link_prediction.py", ["--epochs", "2", "--links", "600", "--batch-size", "128"],
          "validation AUC"),
         ("homo_server", "link_prediction.py",
