@@ -19,8 +19,9 @@ the same seeds (1024 per batch, fanouts [15, 10]):
   through the remote backend (20% static+SIEVE cache, prefetch 2);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M);
 * paired rounds: the engine in memory and the target row (static 20% cache, prefetch 2), shared,
-  with the server on its own cores, socket only, and socket only with bfloat16 rows, run back
-  to back ``--rounds`` times (default 3), with
+  with the server on its own cores, socket only (shared cores, then on its own cores: the
+  nearest this one machine comes to a trainer on another host), and socket only with bfloat16
+  rows, run back to back ``--rounds`` times (default 3), with
   each round's ratio and their median, because a shared machine's speed drifts between the
   rows of one run.
 
@@ -472,7 +473,7 @@ def main() -> None:
                                   shared_memory=False)
             rounded = replace(socket_only, name=f"{SOCKET_ONLY}, {LOSSY}", wire_dtype="bfloat16")
             for phase in (socket_only, replace(socket_only, name=f"{SOCKET_ONLY}, {THROUGH_GRPC}", data_plane=False),
-                          rounded):
+                          replace(socket_only, name=f"{SOCKET_ONLY}, server on its own cores", apart=True), rounded):
                 results.append(in_fresh_process(phase, seeds))  # what shared memory / the data port bring
             linked = replace(socket_only, name=f"{SOCKET_ONLY}, {args.link_rate} link")
             results += _across_a_link(data_dir, work, [
@@ -495,7 +496,9 @@ def main() -> None:
             rounds = paired_rounds(
                 replace(common, name="in-memory: gnnstore engine", kind="engine"),
                 [target, replace(target, name=f"{TARGET}, server on its own cores", apart=True),
-                 replace(target, name=SOCKET_ONLY, shared_memory=False), rounded],
+                 replace(target, name=SOCKET_ONLY, shared_memory=False),
+                 replace(target, name=f"{SOCKET_ONLY}, server on its own cores", shared_memory=False, apart=True),
+                 rounded],
                 seeds, args.rounds,
             )
         draw = torch.randint(tenth_ids.numel(), (seeds.numel(),), generator=torch.Generator().manual_seed(1))
