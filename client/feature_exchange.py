@@ -154,9 +154,9 @@ class FeatureExchange:
         edge_attrs: edge attribute names to bring with each sample (``None``: none; set by
             ``EdgeFeatures``, which takes them).
         edge_cache: an optional row cache of edge rows by edge group (set by ``EdgeFeatures``).
-        wire_dtype: ``torch.bfloat16`` or ``torch.float16``: rows of float32 and float64 attrs
-            that ride with samples travel rounded to it, halving their bytes (lossy; ``None``,
-            the default: exact). Rows read apart (a MultiGet) stay exact.
+        wire_dtype: ``torch.bfloat16`` or ``torch.float16`` (or its name): rows of float32 and
+            float64 attrs that ride with samples travel rounded to it, in half their bytes or
+            less (lossy; ``None``, the default: exact). Rows read apart (a MultiGet) stay exact.
     """
 
     def __init__(
@@ -165,7 +165,7 @@ class FeatureExchange:
         hot: dict[NodeType | None, HotPrefix] | None = None,
         edge_attrs: frozenset[str | None] | None = None,
         edge_cache: FeatureCache | None = None,
-        wire_dtype: torch.dtype | None = None,
+        wire_dtype: torch.dtype | str | None = None,
     ) -> None:
         self.cache = cache
         self.hot = dict(hot or {})
