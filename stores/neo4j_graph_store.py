@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from neo4j import Driver, GraphDatabase, NotificationMinimumSeverity, RoutingControl
+from neo4j import READ_ACCESS, Driver, GraphDatabase, NotificationMinimumSeverity, RoutingControl
 from neo4j.exceptions import DriverError, Neo4jError
 from torch import Tensor
 from tqdm import tqdm
@@ -435,12 +435,21 @@ class Neo4jGraphStore(BaseGraphStore):
         gen = self._new_generation()
         rows, cols = row.numpy(), col.numpy()
         order = np.argsort(rows, kind="stable")  # by source: about 2x faster (locality, locks)
+        src = self._element_ids(schema.src)
+        dst = src if schema.dst == schema.src else self._element_ids(schema.dst)
+        for label, ends, ids in ((schema.src, rows, src), (schema.dst, cols, dst)):
+            lost = np.unique(ends[np.equal(ids[ends], None)])
+            if lost.size:
+                raise PreconditionError(
+                    f"edge type {schema.edge_type!r}: Neo4j has no {label!r} node with id {lost[:5].tolist()} "
+                    f"({lost.size} such ids); were nodes deleted outside gnnstore? No edge was written"
+                )
         try:
             with tqdm(total=len(rows), unit="edges", unit_scale=True, leave=False,
                       desc=f"neo4j {schema.rel}", disable=not self.progress) as bar:  # fmt: skip
                 for lo in range(0, len(rows), self.batch_size):
                     eid = order[lo : lo + self.batch_size]
-                    self._write_batch(schema, gen, rows[eid], cols[eid], eid)
+                    self._write_batch(schema, gen, src[rows[eid]], dst[cols[eid]], eid)
                     bar.update(len(eid))
                     logger.debug("edge type %r: %d of %d edges written", schema.edge_type,
                                  lo + len(eid), len(rows))  # fmt: skip
@@ -455,16 +464,29 @@ class Neo4jGraphStore(BaseGraphStore):
         logger.info("stored %d edges of %r in Neo4j (generation %d)", len(rows), schema.edge_type, gen)
         return gen
 
+    def _element_ids(self, node_label: str) -> np.ndarray:
+        """Each node's Neo4j element id (str) at its dense id, ``None`` where Neo4j has no such
+        node: writes find a relationship's ends by element id, a direct lookup (about 1.4× the
+        edges/s of the ``id`` index's seeks)."""
+        ids = np.empty(self._node_count(node_label), dtype=object)
+        with self.driver.session(database=self.database, default_access_mode=READ_ACCESS) as session:
+            result = session.run(f"MATCH (n:{quote(node_label)}) RETURN n.id AS id, elementId(n) AS element")
+            for dense, element in result:
+                if 0 <= dense < ids.shape[0]:  # a node past the count is not this graph's (yet)
+                    ids[dense] = element
+        return ids
+
     def _write_batch(
-        self, schema: EdgeSchema, gen: int, row: np.ndarray, col: np.ndarray, eid: np.ndarray
+        self, schema: EdgeSchema, gen: int, src: np.ndarray, dst: np.ndarray, eid: np.ndarray
     ) -> None:
-        """One transaction: relationships ``row[i] -> col[i]`` with ``eid[i]``, of generation ``gen``."""
+        """One transaction: relationships between the nodes of element ids ``src[i] -> dst[i]``,
+        with ``eid[i]``, of generation ``gen``."""
         self._write(
-            "UNWIND range(0, size($row) - 1) AS i "
-            f"MATCH (a:{quote(schema.src)} {{id: $row[i]}}) MATCH (b:{quote(schema.dst)} {{id: $col[i]}}) "
+            "UNWIND range(0, size($src) - 1) AS i "
+            "MATCH (a) WHERE elementId(a) = $src[i] MATCH (b) WHERE elementId(b) = $dst[i] "
             f"CREATE (a)-[:{quote(schema.rel)} {{eid: $eid[i], gen: $gen}}]->(b)",
-            row=row.tolist(),
-            col=col.tolist(),
+            src=src.tolist(),
+            dst=dst.tolist(),
             eid=eid.tolist(),
             gen=gen,
         )

@@ -9,7 +9,7 @@ import torch
 from graph_store_contract import GraphStoreContract, random_coo
 from neo4j import GraphDatabase
 
-from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
 pytestmark = pytest.mark.neo4j
@@ -90,3 +90,15 @@ def test_short_csr_pointer_is_refused(store: Neo4jGraphStore) -> None:
     with pytest.raises(InvalidRequestError, match="rowptr has 3 entries"):
         store.put_edge_index((torch.tensor([0, 1, 2]), torch.tensor([1, 2])), None, "csr", size=(4, 4))
     assert store.get_all_edge_attrs() == []
+
+
+def test_a_node_deleted_outside_gnnstore_is_named_and_no_edge_is_written(store: Neo4jGraphStore) -> None:
+    store.put_edge_index((torch.tensor([0, 1, 2]), torch.tensor([1, 2, 3])), ET, "coo", size=(4, 4))
+    cypher(store, "MATCH (n:paper {id: 2}) DETACH DELETE n")
+    quotes = ("paper", "quotes", "paper")
+    with pytest.raises(PreconditionError, match=r"Neo4j has no 'paper' node with id \[2\] \(1 such ids\)"):
+        store.put_edge_index((torch.tensor([3, 0]), torch.tensor([0, 2])), quotes, "coo", size=(4, 4))
+    assert cypher(store, "MATCH ()-[r:quotes]->() RETURN count(r) AS n")[0]["n"] == 0
+    assert quotes not in {a.edge_type for a in store.get_all_edge_attrs()}
+    store.put_edge_index((torch.tensor([3, 0]), torch.tensor([0, 3])), quotes, "coo", size=(4, 4))  # not node 2
+    assert [r["e"] for r in cypher(store, "MATCH ()-[r:quotes]->() RETURN r.eid AS e ORDER BY e")] == [0, 1]
