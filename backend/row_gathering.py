@@ -3,7 +3,8 @@
 For each wanted attribute of a sampled group the gatherer leaves out what the client holds
 (its hot prefix of the server's degree ranking, the ids it names as known: a list or a
 bitmap), refuses a reply over ``max_reply_bytes`` before reading a row, and reads the rest
-from the read tier in one ``gather`` call, straight into the reply's segment when it has one.
+from the read tier, straight into the reply's segment when it has one (rows a requested wire
+dtype narrows are read apart and rounded into it).
 """
 from __future__ import annotations
 
@@ -164,7 +165,6 @@ class RowGatherer:
                 f"{limit:,} a reply; use fewer seeds or smaller fanouts, or raise the limit with "
                 "`gnnstore serve --max-reply-bytes` (GNNSTORE_MAX_REPLY_BYTES)"
             )
-
 
 
 def _sampled_ids(out: SamplerOutput | HeteroSamplerOutput) -> dict[object, Tensor]:
