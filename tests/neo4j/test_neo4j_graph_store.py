@@ -92,6 +92,14 @@ def test_short_csr_pointer_is_refused(store: Neo4jGraphStore) -> None:
     assert store.get_all_edge_attrs() == []
 
 
+def test_reads_name_an_end_node_whose_id_was_removed_outside_gnnstore(store: Neo4jGraphStore) -> None:
+    """Reads map Neo4j's node ids to dense ids read beforehand: a node without ``id`` is named."""
+    store.put_edge_index((torch.tensor([0, 1, 2]), torch.tensor([1, 2, 3])), ET, "coo", size=(4, 4))
+    cypher(store, "MATCH (n:paper {id: 2}) REMOVE n.id")
+    with pytest.raises(PreconditionError, match=r"an edge ends at a 'paper' node that had no dense id"):
+        store.get_edge_index(ET, "coo")
+
+
 def test_a_node_deleted_outside_gnnstore_is_named_and_no_edge_is_written(store: Neo4jGraphStore) -> None:
     store.put_edge_index((torch.tensor([0, 1, 2]), torch.tensor([1, 2, 3])), ET, "coo", size=(4, 4))
     cypher(store, "MATCH (n:paper {id: 2}) DETACH DELETE n")
