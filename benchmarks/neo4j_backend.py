@@ -6,13 +6,14 @@ on a shared machine:
 
     nice -n 10 python benchmarks/neo4j_backend.py            # 100k nodes, 1M edges
     nice -n 10 python benchmarks/neo4j_backend.py --small    # 20k nodes, 100k edges
-    nice -n 10 python benchmarks/neo4j_backend.py --import-only 25000000   # the bulk path alone
+    nice -n 10 python benchmarks/neo4j_backend.py --bulk 25000000   # bulk import and export, beside Kùzu
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import multiprocessing
+import os
 import resource
 import shutil
 import sys
@@ -35,6 +36,7 @@ from gnnstore.ingest.graph_ingest import ingest_graph  # noqa: E402
 from gnnstore.ingest.neo4j_attach import read_neo4j_graph, read_spec  # noqa: E402
 from gnnstore.stores import neo4j_graph_store  # noqa: E402
 from gnnstore.stores.data_dir import open_stores  # noqa: E402
+from gnnstore.stores.kuzu_graph_store import KuzuGraphStore  # noqa: E402
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore  # noqa: E402
 from gnnstore.stores.neo4j_import import admin_import_args, write_import_files  # noqa: E402
 from gnnstore.stores.neo4j_schema import HOMO_LABEL, HOMO_REL  # noqa: E402
@@ -46,6 +48,25 @@ def power_law_edges(num_nodes: int, num_edges: int, seed: int = 0) -> tuple[torc
     row = torch.randint(num_nodes, (num_edges,), generator=gen)
     col = (torch.rand(num_edges, generator=gen) ** 2 * num_nodes).long()
     return row, col
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a running process has used (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    """CPU seconds this process's finished children have used."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_bound(what: str, cpu: float, num_edges: int) -> str:
+    """``what``'s CPU a million edges, and the edges/s it allows on this machine's cores."""
+    cores = os.cpu_count() or 1
+    return (f"{what} CPU {cpu:.1f} s, {cpu / num_edges * 1e6:.1f} s a million edges: at most "
+            f"{num_edges / cpu * cores:,.0f} edges/s on {cores} cores")
 
 
 def time_batches(sample: Callable, seeds: torch.Tensor, batch_size: int, max_batches: int) -> tuple[float, int]:
@@ -66,15 +87,17 @@ def main() -> None:
     parser.add_argument("--batch-rows", type=int, default=20_000, help="rows per UNWIND batch")
     parser.add_argument("--batch-size", type=int, default=512, help="seeds per sampled batch")
     parser.add_argument("--fanouts", type=int, nargs="+", default=[10, 5])
-    parser.add_argument("--import-only", type=int, metavar="EDGES",
-                        help="only the bulk import, of a graph of EDGES edges and EDGES/25 nodes")
+    parser.add_argument("--bulk", type=int, metavar="EDGES",
+                        help="only the bulk paths (import, then export of the imported graph) on a graph of "
+                        "EDGES edges and EDGES/25 nodes, beside Kùzu's ingest and export of the same graph")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     num_nodes, num_edges = (20_000, 100_000) if args.small else (100_000, 1_000_000)
 
-    if args.import_only:
+    if args.bulk:
         with tempfile.TemporaryDirectory(prefix="gnnstore-bench-neo4j-") as tmp:
-            bulk_import(Path(tmp), args.import_only // 25, args.import_only)
+            bulk_import(Path(tmp), args.bulk // 25, args.bulk, export=True)
+            kuzu_beside(Path(tmp), args.bulk // 25, args.bulk)
         return
     with tempfile.TemporaryDirectory(prefix="gnnstore-bench-neo4j-") as tmp:
         server = None
@@ -84,38 +107,79 @@ def main() -> None:
             uri = server.uri
             print(f"neo4j start-up: {server.startup_s:.1f} s (embedded 5.26, {uri})")
         try:
-            run(uri, Path(tmp), num_nodes, num_edges, args)
+            run(uri, Path(tmp), num_nodes, num_edges, args, None if server is None else server.proc.pid)
         finally:
             if server is not None:
                 server.stop()
 
 
-def bulk_import(tmp: Path, num_nodes: int, num_edges: int) -> float:
+def bulk_import(tmp: Path, num_nodes: int, num_edges: int, export: bool = False) -> float:
     """A new database through ``neo4j-admin database import``: gnnstore writes the files,
-    Neo4j imports them, gnnstore adopts the graph. Prints each step; returns edges/s overall."""
+    Neo4j imports them, gnnstore adopts the graph; with ``export``, the imported edges are then
+    read back (``export_rates``). Prints each step; returns the import's edges/s overall."""
     row, col = power_law_edges(num_nodes, num_edges, seed=1)
     started = time.perf_counter()
     write_import_files({None: (row, col)}, {None: num_nodes}, tmp / "import")
     files_s = time.perf_counter() - started
-    neo4j = LocalNeo4j(tmp / "imported", heap_mb=1536, pagecache_mb=512)
+    # the page cache holds the whole store when exporting (25M edges: about 2 GB of files)
+    neo4j = LocalNeo4j(tmp / "imported", heap_mb=1536, pagecache_mb=3072 if export else 512)
+    admin_cpu = children_cpu_s()
     neo4j.admin(admin_import_args(tmp / "import"))
     import_s = time.perf_counter() - started - files_s
+    admin_cpu = children_cpu_s() - admin_cpu
     neo4j.start()
     try:
         adopt_started = time.perf_counter()
         store = Neo4jGraphStore(neo4j.uri, None)
         store.adopt_import(tmp / "import")
-        store.close()
         adopt_s = time.perf_counter() - adopt_started
+        total_s = files_s + import_s + adopt_s  # the database's start-up is not counted
+        print(f"bulk import: {num_edges} edges, {num_nodes} nodes: files {files_s:.1f} s, neo4j-admin import "
+              f"{import_s:.1f} s, adopt (constraints, indexes, metadata) {adopt_s:.1f} s = "
+              f"{num_edges / total_s:,.0f} edges/s", flush=True)
+        print(f"  {cpu_bound('neo4j-admin import', admin_cpu, num_edges)}")
+        if export:
+            export_rates(store, (row, col))
+        store.close()
     finally:
         neo4j.stop()
-    total_s = files_s + import_s + adopt_s  # the database's start-up is not counted
-    print(f"bulk import: {num_edges} edges, {num_nodes} nodes: files {files_s:.1f} s, neo4j-admin import "
-          f"{import_s:.1f} s, adopt (constraints, indexes, metadata) {adopt_s:.1f} s = "
-          f"{num_edges / total_s:,.0f} edges/s")
     shutil.rmtree(tmp / "import")
     shutil.rmtree(tmp / "imported")
     return num_edges / total_s
+
+
+def export_rates(store: Neo4jGraphStore, expected: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+    """Edges/s of the homogeneous edge type read back one page at a time (the baseline), then
+    ``READ_SESSIONS`` pages at once, each read twice; checked against ``expected``."""
+    rates: dict[int, list[float]] = {}
+    default = neo4j_graph_store.READ_SESSIONS
+    for sessions in (1, default, 1, default):
+        neo4j_graph_store.READ_SESSIONS = sessions
+        try:
+            started = time.perf_counter()
+            chunks = list(store.iter_edge_index(None))
+            rate = sum(row.numel() for row, _, _ in chunks) / (time.perf_counter() - started)
+        finally:
+            neo4j_graph_store.READ_SESSIONS = default
+        if expected is not None:
+            assert torch.equal(torch.cat([c[0] for c in chunks]), expected[0]), "exported sources differ"
+            assert torch.equal(torch.cat([c[1] for c in chunks]), expected[1]), "exported destinations differ"
+        rates.setdefault(sessions, []).append(rate)
+        print(f"edge export from Neo4j, {sessions} session(s): {rate:,.0f} edges/s", flush=True)
+    print(f"ratio {default} sessions / 1: {max(rates[default]) / max(rates[1]):.2f}x (best of each)")
+
+
+def kuzu_beside(tmp: Path, num_nodes: int, num_edges: int) -> None:
+    """The same graph into and out of the embedded default (Kùzu): edges/s of each."""
+    row, col = power_law_edges(num_nodes, num_edges, seed=1)
+    with KuzuGraphStore(tmp / "kuzu") as store:
+        started = time.perf_counter()
+        store.put_edge_index((row, col), None, "coo", size=(num_nodes, num_nodes))
+        put_s = time.perf_counter() - started
+        started = time.perf_counter()
+        read = sum(r.numel() for r, _, _ in store.iter_edge_index(None))
+        read_s = time.perf_counter() - started
+    print(f"Kùzu, the same graph: ingest {num_edges / put_s:,.0f} edges/s, export {read / read_s:,.0f} edges/s")
 
 
 def attach(uri: str, tmp: Path, num_edges: int, edge_feature: bool = False) -> None:
@@ -156,26 +220,23 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run(uri: str, tmp: Path, num_nodes: int, num_edges: int, args: argparse.Namespace) -> None:
+def run(
+    uri: str, tmp: Path, num_nodes: int, num_edges: int, args: argparse.Namespace, neo4j_pid: int | None
+) -> None:
     row, col = power_law_edges(num_nodes, num_edges)
     store = Neo4jGraphStore(uri, None, batch_size=args.batch_rows)
+    neo4j_cpu = 0.0 if neo4j_pid is None else cpu_s(neo4j_pid)
     started = time.perf_counter()
     store.put_edge_index((row, col), None, "coo", size=(num_nodes, num_nodes))
     ingest_s = time.perf_counter() - started
     print(f"ingest: {num_edges} edges, {num_nodes} nodes in {ingest_s:.1f} s = "
           f"{num_edges / ingest_s:,.0f} edges/s (UNWIND batches of {args.batch_rows})")
+    if neo4j_pid is not None:  # the nodes' creation is included
+        print(f"  {cpu_bound('Neo4j', cpu_s(neo4j_pid) - neo4j_cpu, num_edges)}")
     imported = bulk_import(tmp, num_nodes, num_edges)
     print(f"ratio bulk import / online ingest: {imported / (num_edges / ingest_s):.1f}x")
 
-    rates = {}
-    for sessions in (1, neo4j_graph_store.READ_SESSIONS):  # the baseline: pages read one by one
-        default, neo4j_graph_store.READ_SESSIONS = neo4j_graph_store.READ_SESSIONS, sessions
-        started = time.perf_counter()
-        read = sum(row.numel() for row, _, _ in store.iter_edge_index(None))
-        rates[sessions] = read / (time.perf_counter() - started)
-        neo4j_graph_store.READ_SESSIONS = default
-        print(f"edge export from Neo4j, {sessions} session(s): {rates[sessions]:,.0f} edges/s")
-    print(f"ratio {default} sessions / 1: {rates[default] / rates[1]:.2f}x")
+    export_rates(store, (row, col))
 
     started = time.perf_counter()
     snapshot = build_snapshot(store, tmp / "snapshots")
