@@ -121,7 +121,7 @@ def bulk_import(tmp: Path, num_nodes: int, num_edges: int, export: bool = False)
     started = time.perf_counter()
     write_import_files({None: (row, col)}, {None: num_nodes}, tmp / "import")
     files_s = time.perf_counter() - started
-    # the page cache holds the whole store when exporting (25M edges: about 2 GB of files)
+    # an export reads the whole store: with a small page cache it would measure the disk
     neo4j = LocalNeo4j(tmp / "imported", heap_mb=1536, pagecache_mb=3072 if export else 512)
     admin_cpu = children_cpu_s()
     neo4j.admin(admin_import_args(tmp / "import"))
