@@ -13,6 +13,7 @@ import torch
 
 from gnnstore.common.errors import PreconditionError
 from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.stores import rocksdb_feature_store
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 from feature_store_contract import FeatureStoreContract, sample_tensor
@@ -54,6 +55,16 @@ def test_reopen_in_a_new_process_is_bit_identical(tmp_path: Path) -> None:
     for key, x in tensors.items():
         assert got[key].dtype == x.dtype
         assert torch.equal(got[key].view(torch.uint8), x.view(torch.uint8))
+
+
+def test_a_whole_put_written_in_chunks_reads_back_every_row(tmp_path: Path) -> None:
+    chunk = rocksdb_feature_store._SST_CHUNK_ROWS
+    rows = torch.randint(-2**31, 2**31, (2 * chunk + 5, 3), dtype=torch.int32)
+    with RocksDBFeatureStore(tmp_path / "features") as store:
+        store.put_tensor(rows.t().contiguous().t(), group_name="edge", attr_name="w", index=None)  # column-major
+        assert torch.equal(store.get_tensor("edge", "w", None), rows)
+        edges = torch.tensor([0, chunk - 1, chunk, 2 * chunk, 2 * chunk + 4])
+        assert torch.equal(store.get_tensor("edge", "w", edges), rows[edges])
 
 
 def test_version_changes_on_every_write_and_survives_reopen(tmp_path: Path) -> None:
