@@ -244,9 +244,17 @@ def _put_edges(
     num_nodes: dict[NodeType | None, int],
 ) -> None:
     """Replace one edge type by ``plan``'s edges, translated to global ids."""
-    row = ids[plan.src_type][plan.edge_index[0]]
-    col = ids[plan.dst_type][plan.edge_index[1]]
+    row = _global(ids[plan.src_type], plan.edge_index[0])
+    col = _global(ids[plan.dst_type], plan.edge_index[1])
     stores.graph_store.put_edge_index(
         (row, col), edge_type=plan.edge_type, layout="coo",
         size=(num_nodes[plan.src_type], num_nodes[plan.dst_type]),
     )
+
+
+def _global(ids: Tensor, positions: Tensor) -> Tensor:
+    """The global ids of local ``positions``: themselves when the ids are ``0 .. N-1`` in local
+    order (a first ingest), so no copy of the edges is made."""
+    if torch.equal(ids, torch.arange(ids.numel())):
+        return positions
+    return ids[positions]

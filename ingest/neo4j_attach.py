@@ -35,6 +35,8 @@ graph can also be sampled live in Neo4j.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -319,7 +321,7 @@ def _read_relationships(
         f"RETURN {key_of(spec.labels[src].key, 'a')} AS s, d{', p' if features else ''}"
     )
     src_index, dst_index = pd.Index(keys[src]), pd.Index(keys[dst])
-    pages: list[np.ndarray] = []
+    spilled = _SpilledEdges()
     columns: list[list[Tensor]] = [[] for _ in features]
     sources, degrees, targets, values = [], [], [], [[] for _ in features]
 
@@ -331,7 +333,7 @@ def _read_relationships(
                 f"a {rel} relationship ends at a {src if (row < 0).any() else dst} node that was not there "
                 "when the nodes were read (was the graph written to during the attach?); run it again"
             )
-        pages.append(np.stack([row, col]))
+        spilled.append(row, col)
         ends = np.repeat(np.asarray(sources, dtype=object), degrees)
         for (name, prop), column, page in zip(features.items(), columns, values if targets else ()):
             column.append(_feature(
@@ -358,11 +360,35 @@ def _read_relationships(
                 flush()
                 held = 0
         flush()
-    edge_index = torch.from_numpy(np.concatenate(pages, axis=1)).long().reshape(2, -1)
-    return _Relationships(edge_index, {
+    return _Relationships(spilled.edge_index(), {
         name: _joined(f"relationship type {rel!r} ({src} -> {dst}), property {prop!r}", column)
         for (name, prop), column in zip(features.items(), columns)
     })
+
+
+class _SpilledEdges:
+    """Edge ends appended page by page to unnamed temporary files (in ``$TMPDIR``) and read back
+    memory-mapped, so the attach holds a page of them, not every edge (16 bytes each) twice over
+    while the pages are joined."""
+
+    def __init__(self) -> None:
+        self._row, self._col = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        self._count = 0
+
+    def append(self, row: np.ndarray, col: np.ndarray) -> None:
+        self._row.write(np.ascontiguousarray(row, dtype=np.int64).data)
+        self._col.write(np.ascontiguousarray(col, dtype=np.int64).data)
+        self._count += len(row)
+
+    def edge_index(self) -> Tensor:
+        """``[2, E]`` int64 over the files (rows, then columns), which go when it does."""
+        with self._row, self._col:
+            if not self._count:
+                return torch.empty(2, 0, dtype=torch.long)
+            self._col.seek(0)
+            shutil.copyfileobj(self._col, self._row, 1 << 24)
+            self._row.flush()
+            return torch.from_numpy(np.memmap(self._row, dtype=np.int64, mode="r+", shape=(2, self._count)))
 
 
 def _joined(what: str, pages: list[Tensor]) -> Tensor:

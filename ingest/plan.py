@@ -163,9 +163,8 @@ def _plan_edges(
     edge_index = edge_index.detach().cpu().long()
     for row, node_type, side in ((0, src_type, "source"), (1, dst_type, "destination")):
         ends = edge_index[row]
-        bad = (ends < 0) | (ends >= sizes[node_type])
-        if bool(bad.any()):
-            pos = int(bad.nonzero()[0, 0])
+        if ends.numel() and (int(ends.min()) < 0 or int(ends.max()) >= sizes[node_type]):  # no mask held for a good one
+            pos = int(((ends < 0) | (ends >= sizes[node_type])).nonzero()[0, 0])
             raise InvalidRequestError(
                 f"edge type {edge_type!r}: edge #{pos} has {side} {int(ends[pos])}, outside node "
                 f"type {node_type!r} (0..{sizes[node_type] - 1})"
