@@ -204,7 +204,7 @@ def attach(uri: str, tmp: Path, num_edges: int, edge_feature: bool = False) -> N
     print(f"attach, {what} (read in one transaction, then ingest into Kùzu + RocksDB): read "
           f"{num_edges / read_s:,.0f} edges/s ({read_s:.1f} s), {num_edges / total_s:,.0f} edges/s in all "
           f"({total_s:.1f} s); peak memory {peak_mb:,.0f} MB ({idle_mb:,.0f} MB before reading), of which "
-          f"anonymous {anon_mb:,.0f} MB (the rest: files mapped, such as the edges read)")
+          f"anonymous {anon_mb:,.0f} MB (the rest: mapped files, the libraries and the edges read)")
 
 
 def _attach_in_child(uri: str, spec_file: Path, data_dir: Path) -> tuple[float, float, float, float]:
