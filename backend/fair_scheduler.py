@@ -8,21 +8,38 @@ and gives threads to clients in turn; one client may hold at most ``per_client``
 the pool has one more, so another client's request never waits for more than the job
 running on that spare thread. A client's queue is bounded: past ``queued_per_client`` waiting
 jobs its requests are refused with ``RESOURCE_EXHAUSTED`` at once.
+
+Taking turns at threads is not enough on a small machine: a client's bulk request (millions
+of edges) keeps a core busy for its whole run, and an ordinary batch beside it waited for a
+core as long as for a thread before. ``SamplingPools`` runs bulk work (a bound of sampled
+edges over ``bulk_edges``) on threads of its own at a lower CPU priority (nice + 10): the
+kernel gives a core to an ordinary batch first, and bulk work still gets every core nobody
+else wants. ``benchmarks.fairness``: a batch's p99 beside a bulk client reading the data port
+went from 2.22x and 2.44x of its p99 alone to 1.79x and 1.62x (README).
 """
 from __future__ import annotations
 
+import logging
+import os
+import sys
 import threading
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import TypeVar
 
 from gnnstore.common.errors import ResourceExhaustedError, ServerUnavailableError
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 QUEUED_PER_CLIENT = 32
 """Jobs one client may have waiting (a prefetching trainer keeps a handful)."""
+
+BULK_NICE = 10
+"""How much lower bulk work's threads run than the server (nice values, at most 19 in all)."""
 
 
 class FairScheduler:
@@ -31,10 +48,17 @@ class FairScheduler:
     Args:
         per_client: threads one client's jobs may use at once (at least 1).
         queued_per_client: jobs one client may have waiting.
+        name: the threads' name prefix.
+        nice: added to the server's nice value for these threads (Linux, where a thread has
+            one of its own; elsewhere ignored).
     """
 
-    def __init__(self, per_client: int, queued_per_client: int = QUEUED_PER_CLIENT) -> None:
+    def __init__(
+        self, per_client: int, queued_per_client: int = QUEUED_PER_CLIENT, *, name: str = "gnnstore-sample",
+        nice: int = 0,
+    ) -> None:
         self.per_client = max(1, per_client)
+        self.nice = nice
         self.threads = self.per_client + 1
         self._queued_per_client = queued_per_client
         self._lock = threading.Condition()
@@ -42,7 +66,7 @@ class FairScheduler:
         self._running: Counter[str] = Counter()
         self._closed = False
         self._workers = [
-            threading.Thread(target=self._work, name=f"gnnstore-sample-{i}", daemon=True) for i in range(self.threads)
+            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(self.threads)
         ]
         for worker in self._workers:
             worker.start()
@@ -98,6 +122,8 @@ class FairScheduler:
         return None
 
     def _work(self) -> None:
+        if self.nice:
+            _lower_this_thread(self.nice)
         while True:
             with self._lock:
                 picked = self._next()
@@ -119,3 +145,51 @@ class FairScheduler:
                     if not self._running[client]:
                         del self._running[client]
                     self._lock.notify_all()
+
+
+def _lower_this_thread(nice: int) -> None:
+    """Run the calling thread ``nice`` steps below the process (a thread is its own task on
+    Linux; raising one's nice value needs no privilege)."""
+    if not sys.platform.startswith("linux"):
+        return
+    own = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, own, min(19, os.getpriority(os.PRIO_PROCESS, own) + nice))
+    except OSError as exc:
+        logger.warning("cannot lower the priority of thread %s (%s): bulk work runs at normal priority",
+                       threading.current_thread().name, exc.strerror)
+
+
+@dataclass
+class SamplingPools:
+    """Ordinary sampling and bulk sampling on thread pools of their own, clients in turn in each.
+
+    Args:
+        ordinary: where jobs of at most ``bulk_edges`` sampled edges (by their bound) run.
+        bulk: where larger jobs run, at a lower CPU priority.
+        bulk_edges: the bound of sampled edges above which a job is bulk work.
+    """
+
+    ordinary: FairScheduler
+    bulk: FairScheduler
+    bulk_edges: int
+
+    @classmethod
+    def start(cls, per_client: int, bulk_edges: int) -> "SamplingPools":
+        """Both pools, ``per_client`` threads for one client in each, bulk ones ``BULK_NICE`` lower."""
+        return cls(FairScheduler(per_client), FairScheduler(per_client, name="gnnstore-bulk", nice=BULK_NICE),
+                   bulk_edges)
+
+    def for_work(self, edges_bound: int) -> FairScheduler:
+        """The pool a job that may sample up to ``edges_bound`` edges runs in."""
+        return self.bulk if edges_bound > self.bulk_edges else self.ordinary
+
+    def load(self) -> tuple[int, int]:
+        """``(waiting, running)`` jobs, over both pools."""
+        (waiting, running), (bulk_waiting, bulk_running) = self.ordinary.load(), self.bulk.load()
+        return waiting + bulk_waiting, running + bulk_running
+
+    def shutdown(self) -> None:
+        """Shut both pools down (see ``FairScheduler.shutdown``)."""
+        self.ordinary.shutdown()
+        self.bulk.shutdown()

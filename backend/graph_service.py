@@ -11,7 +11,7 @@ from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from gnnstore.backend.error_translation import translate_errors
-from gnnstore.backend.fair_scheduler import FairScheduler
+from gnnstore.backend.fair_scheduler import SamplingPools
 from gnnstore.backend.metrics import SERVICE_PREFIX, Metrics
 from gnnstore.backend.data_plane import DataPlane
 from gnnstore.backend.segment_mappings import ReplySegments
@@ -52,7 +52,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         rows: gathers the feature rows that ride with a sample.
         sampling: the threads a sampling call's work runs on, clients in turn (a client is a
             connection), while the call's own thread waits (see ``ServerConfig.sampling_threads``
-            for why so few).
+            for why so few); bulk work on threads of its own at a lower priority.
         summary: node and edge counts of the served graph.
         metrics: where the bytes replies write into clients' reply segments are counted.
         segments: the clients' reply segments, mapped for reuse.
@@ -67,7 +67,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         graph_store: BaseGraphStore,
         runner: SamplingRunner,
         rows: RowGatherer,
-        sampling: FairScheduler,
+        sampling: SamplingPools,
         summary: GraphSummary,
         metrics: Metrics | None = None,
         segments: ReplySegments | None = None,
@@ -186,13 +186,11 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             return self._writer.write(request)
 
     def _sample(self, request: SampleRequest, peer: str) -> graph_pb2.SampleResponse | ReplyWithPayload:
-        """Decode, sample, gather rows, reply: on the sampling threads, clients in turn."""
-
-        def run() -> graph_pb2.SampleResponse | ReplyWithPayload:
-            job = decode_sample_job(request, peer, self._runner.version, self._segments)
-            return self._reply(job, self._runner.sample(job))
-
-        return self._sampling.run(peer, run)
+        """Decode and check (a refused request never waits for a thread), then sample, gather
+        rows and reply on the sampling threads of the job's size, clients in turn."""
+        job = decode_sample_job(request, peer, self._runner.version, self._segments)
+        pool = self._sampling.for_work(self._runner.check(job))
+        return pool.run(peer, lambda: self._reply(job, self._runner.sample(job)))
 
     def _reply(
         self, job: SampleJob, out: SamplerOutput | HeteroSamplerOutput

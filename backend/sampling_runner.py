@@ -80,18 +80,16 @@ class SamplingRunner:
         """
         return self._sampling(requested)
 
-    def sample(self, job: SampleJob) -> SamplerOutput | HeteroSamplerOutput:
-        """PyG's ``sample_from_nodes`` around the job's global seed ids (metadata ``(input_id,
-        time)``), or its ``sample_from_edges`` (positives, negatives and metadata with local
-        indices), on the job's graph version; the id tensors go where ``job.allocate`` makes them.
+    def check(self, job: SampleJob) -> int:
+        """The bound of the edges ``job`` may sample (``work_budget.py``), once it is within
+        the per-request limits; microseconds, before any work.
 
         Raises:
-            InvalidRequestError: no seeds, too many, an id out of range, or absurd fanouts.
+            InvalidRequestError: no seeds, too many, or absurd fanouts.
             ResourceExhaustedError: the sample could be larger than ``max_sample_edges``.
             NotFoundError: an unknown node or edge type.
         """
         inputs, neg_sampling, num_neighbors = job.inputs, job.neg_sampling, job.num_neighbors
-        disjoint = job.disjoint or job.temporal is not None
         if isinstance(inputs, NodeSamplerInput):
             self._check(inputs.node.numel(), "seed nodes", num_neighbors)
             seeds = {inputs.input_type: inputs.node.numel()}
@@ -101,9 +99,21 @@ class SamplingRunner:
             self._check(links, "seed links", num_neighbors)
             src, dst = edge_ends(inputs.input_type)
             seeds = {src: 2 * links} if src == dst else {src: links, dst: links}  # both ends of each link
-        self._check_work(job.version, seeds, num_neighbors, job.replace, disjoint)
+        return self._check_work(job.version, seeds, num_neighbors, job.replace, _disjoint(job))
+
+    def sample(self, job: SampleJob) -> SamplerOutput | HeteroSamplerOutput:
+        """PyG's ``sample_from_nodes`` around the job's global seed ids (metadata ``(input_id,
+        time)``), or its ``sample_from_edges`` (positives, negatives and metadata with local
+        indices), on the job's graph version; the id tensors go where ``job.allocate`` makes them.
+        The job is one ``check`` passed.
+
+        Raises:
+            InvalidRequestError: an id out of range.
+        """
+        inputs, neg_sampling = job.inputs, job.neg_sampling
         sampler = job.version.make_sampler(
-            SamplerRequest(num_neighbors, job.replace, disjoint, job.seed, job.allocate, job.temporal, job.weight_attr)
+            SamplerRequest(job.num_neighbors, job.replace, _disjoint(job), job.seed, job.allocate, job.temporal,
+                           job.weight_attr)
         )
         if isinstance(inputs, NodeSamplerInput):
             return sampler.sample_from_nodes(inputs)
@@ -120,8 +130,8 @@ class SamplingRunner:
         num_neighbors: NeighborCounts,
         replace: bool,
         disjoint: bool,
-    ) -> None:
-        """Refuse a request whose sample could pass ``max_sample_edges``, before sampling."""
+    ) -> int:
+        """The request's bound of sampled edges; refused when it passes ``max_sample_edges``."""
         per_type = _per_edge_type(num_neighbors)
         bound = sampled_edges_bound(seeds, per_type, version.bounds, replace=replace, disjoint=disjoint)
         limit = self._limits.max_sample_edges
@@ -132,6 +142,7 @@ class SamplingRunner:
                 f"limit of {limit:,}; use fewer seeds or smaller fanouts, or raise the limit with "
                 "`gnnstore serve --max-sample-edges` (GNNSTORE_MAX_SAMPLE_EDGES)"
             )
+        return bound
 
     def _check(self, num_seeds: int, what: str, num_neighbors: NeighborCounts) -> None:
         limits = self._limits
@@ -165,3 +176,8 @@ def _fanouts(per_type: dict) -> str:
     if list(per_type) == [None]:
         return str(list(per_type[None]))
     return "{" + ", ".join(f"{describe(et)}: {list(k)}" for et, k in per_type.items()) + "}"
+
+
+def _disjoint(job: SampleJob) -> bool:
+    """Whether each seed keeps a subgraph of its own: asked for, or temporal (always disjoint)."""
+    return job.disjoint or job.temporal is not None

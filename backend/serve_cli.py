@@ -41,6 +41,9 @@ _DEFAULTS = ServerConfig()
               help=f"Calls admitted at once.  [default: {_DEFAULTS.max_concurrent_rpcs}]")
 @click.option("--max-sample-edges", type=int,
               help=f"Most edges one sampling request may cause.  [default: {_DEFAULTS.max_sample_edges}]")
+@click.option("--bulk-sample-edges", type=int,
+              help="Requests that may sample more edges run as bulk work, on threads of their own at a lower "
+                   f"CPU priority.  [default: {_DEFAULTS.bulk_sample_edges}]")
 @click.option("--max-reply-bytes", type=int,
               help=f"Most feature bytes one reply may gather.  [default: {_DEFAULTS.max_reply_bytes}]")
 @click.option("--max-put-rows", type=int, help=f"Most rows one Put may write.  [default: {_DEFAULTS.max_put_rows}]")

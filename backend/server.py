@@ -25,7 +25,7 @@ from gnnstore import __version__
 from gnnstore.backend.admin_service import AdminServicer
 from gnnstore.backend.data_plane import DataPlane
 from gnnstore.backend.auth import AuthInterceptor, TokenTable, identify, load_tokens
-from gnnstore.backend.fair_scheduler import FairScheduler
+from gnnstore.backend.fair_scheduler import SamplingPools
 from gnnstore.backend.feature_service import FeatureServicer
 from gnnstore.backend.graph_service import GraphServicer
 from gnnstore.backend.graph_writes import WriteApplier
@@ -69,7 +69,7 @@ class GnnStoreServer:
         self.tokens: TokenTable | None = None
         self._server: grpc.Server | None = None
         self._handlers: futures.ThreadPoolExecutor | None = None
-        self._sampling: FairScheduler | None = None
+        self._sampling: SamplingPools | None = None
         self._stream_guard: StreamGuard | None = None
         self._segments: ReplySegments | None = None
         self._metrics_endpoint: ThreadingHTTPServer | None = None
@@ -252,9 +252,11 @@ class GnnStoreServer:
         )
         runner = SamplingRunner(data.sampling, limits)
         rows = RowGatherer(data.feature_reader, limits.max_reply_bytes, data.ranking)
-        self._sampling = FairScheduler(sampling_threads(config))
+        self._sampling = SamplingPools.start(sampling_threads(config), config.bulk_sample_edges)
         logger.info(
-            "sampling on %d thread(s), at most %d for one client", self._sampling.threads, self._sampling.per_client
+            "sampling on %d thread(s), at most %d for one client; requests of over %d edges on %d more, "
+            "at a lower priority", self._sampling.ordinary.threads, self._sampling.ordinary.per_client,
+            config.bulk_sample_edges, self._sampling.bulk.threads,
         )
         feature_pb2_grpc.add_FeatureServiceServicer_to_server(
             FeatureServicer(

@@ -1,13 +1,15 @@
 """FairScheduler: one client cannot hold every sampling thread nor queue without bound."""
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gnnstore.backend.fair_scheduler import FairScheduler
+from gnnstore.backend.fair_scheduler import BULK_NICE, FairScheduler, SamplingPools
 from gnnstore.common.errors import ResourceExhaustedError, ServerUnavailableError
 
 
@@ -85,3 +87,30 @@ def test_a_full_queue_is_refused_at_once_and_errors_reach_the_caller() -> None:
         scheduler.shutdown()
     with pytest.raises(ServerUnavailableError):
         scheduler.run("a", lambda: None)
+
+
+def _own_priority() -> tuple[str, int]:
+    return threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread has a nice value of its own on Linux only")
+def test_a_pool_with_a_nice_value_runs_its_jobs_that_much_below_the_process() -> None:
+    process = os.getpriority(os.PRIO_PROCESS, 0)
+    pools = SamplingPools.start(1, bulk_edges=1000)
+    try:
+        name, ordinary = pools.ordinary.run("a", _own_priority)
+        assert name.startswith("gnnstore-sample-") and ordinary == process
+        name, bulk = pools.bulk.run("a", _own_priority)
+        assert name.startswith("gnnstore-bulk-") and bulk == min(19, process + BULK_NICE)
+        assert os.getpriority(os.PRIO_PROCESS, 0) == process  # the process itself keeps its priority
+    finally:
+        pools.shutdown()
+
+
+def test_work_over_the_bulk_bound_goes_to_the_bulk_pool() -> None:
+    pools = SamplingPools.start(1, bulk_edges=1000)
+    try:
+        assert pools.for_work(0) is pools.ordinary and pools.for_work(1000) is pools.ordinary
+        assert pools.for_work(1001) is pools.bulk
+    finally:
+        pools.shutdown()

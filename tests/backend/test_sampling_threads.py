@@ -24,8 +24,8 @@ def _sample(sampler: RemoteNeighborSampler, seed: int) -> SamplerOutput:
     return sampler.sample_nodes(NodeSamplerInput(input_id=torch.arange(seeds.numel()), node=seeds), seed=seed)
 
 
-def _sampling_thread_names() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("gnnstore-sample")]
+def _sampling_thread_names(prefix: str = "gnnstore-sample") -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(prefix)]
 
 
 def test_concurrent_calls_of_one_client_share_its_sampling_thread_and_answer_as_serial_ones(tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_concurrent_calls_of_one_client_share_its_sampling_thread_and_answer_as_
         assert _sampling_thread_names() == ["gnnstore-sample-0", "gnnstore-sample-1"]  # one client's, one spare
     finally:
         server.stop(grace=5.0)
-    assert _sampling_thread_names() == []  # stop ends them
+    assert _sampling_thread_names() == [] == _sampling_thread_names("gnnstore-bulk")  # stop ends them
 
 
 def test_sampling_threads_default_to_half_the_usable_cpus() -> None:
@@ -70,3 +70,33 @@ def test_a_server_that_cannot_listen_leaves_no_threads_behind(tmp_path: Path) ->
         assert _sampling_thread_names() == before and second.data is None
     finally:
         first.stop(grace=1.0)
+
+
+def _cpu_ns(prefix: str) -> int:
+    """CPU time so far of this process's threads whose name starts with ``prefix``."""
+    total = 0
+    for thread in threading.enumerate():
+        if thread.name.startswith(prefix):
+            with open(f"/proc/self/task/{thread.native_id}/schedstat") as stat:
+                total += int(stat.read().split()[0])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads threads' CPU time from /proc")
+def test_requests_over_the_bulk_bound_run_on_the_bulk_threads_and_answer_the_same(tmp_path: Path) -> None:
+    data_dir = ingest(generate_graph(300, 10.0, 8, 3, seed=1), tmp_path / "data")
+    answers = []
+    # [5, 3] from 28 or 29 seeds is bounded by 29 * 5 + 145 * 3 = 580 edges at most, 560 at least
+    runs = ((10_000, "gnnstore-sample", "gnnstore-bulk"), (100, "gnnstore-bulk", "gnnstore-sample"))
+    for bulk_edges, busy, idle in runs:
+        server = GnnStoreServer(ServerConfig(data_dir=data_dir, port=0, read_only=True, bulk_sample_edges=bulk_edges))
+        address = server.start()
+        try:
+            sampler = RemoteNeighborSampler(address, [5, 3])
+            before = _cpu_ns(busy), _cpu_ns(idle)
+            answers.append([_sample(sampler, seed) for seed in range(CALLS)])
+            assert _cpu_ns(busy) > before[0] and _cpu_ns(idle) == before[1], (busy, idle)
+        finally:
+            server.stop(grace=5.0)
+    for one, other in zip(*answers):
+        assert torch.equal(one.node, other.node) and torch.equal(one.row, other.row)
