@@ -18,12 +18,15 @@ the same seeds (1024 per batch, fanouts [15, 10]):
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
   through the remote backend (20% static+SIEVE cache, prefetch 2);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M);
-* paired rounds: the engine in memory and the target row (static 20% cache, prefetch 2), shared,
-  with the server on its own cores, socket only (shared cores, then on its own cores: the
-  nearest this one machine comes to a trainer on another host), and socket only with bfloat16
-  rows, run back to back ``--rounds`` times (default 3), with
-  each round's ratio and their median, because a shared machine's speed drifts between the
-  rows of one run.
+* paired rounds: the engine in memory (on every core, and on the trainer's half of them) and the
+  target row (static 20% cache, prefetch 2), shared, with the server on its own cores, socket
+  only (shared cores, then on its own cores), and socket only with bfloat16 rows, run back to
+  back ``--rounds`` times (default 3), with each round's ratio and their median, because a
+  shared machine's speed drifts between the rows of one run. Socket only with the server on its
+  own cores is the nearest this one machine comes to a trainer on another host; that row is
+  also compared with the engine on the trainer's cores, as two hosts of half this machine each
+  would compare (the engine in memory has only the trainer host's cores; the server's are
+  another machine's).
 
 Per configuration: batches/s, feature MB/s delivered to the trainer, wire MB per batch (server
 Stats: socket bytes plus the reply bytes written into the trainer's shared-memory segments),
@@ -40,6 +43,7 @@ against ~67% at 2.1, the skew of web and social graphs a degree-based cache is b
 
     nice python -m benchmarks.loader --small   # 100k nodes, 2.5M edges: a few minutes
     nice python -m benchmarks.loader           # 1M nodes, 25M edges
+    nice python -m benchmarks.loader --paired-only  # only the paired rounds: ~15 minutes
 """
 from __future__ import annotations
 
@@ -69,6 +73,10 @@ from gnnstore.stores.data_dir import open_stores
 RESULTS = Path(__file__).resolve().parent / "results"
 NODE_ATTRS = ("x", "y", "train_mask", "val_mask", "test_mask")
 NUM_CLASSES = 10
+ENGINE = "in-memory: gnnstore engine"
+ENGINE_ON_TRAINER_CORES = f"{ENGINE}, on the trainer's cores"
+"""The engine pinned where a trainer ``apart`` from its server runs: the in-memory baseline of
+a trainer host whose server is another machine."""
 TARGET = "remote: static 20%, prefetch 2"
 """The issue's target row: a 20% cache and prefetch 2, at 0.8x in-memory batches/s or better."""
 SOCKET_ONLY = f"{TARGET}, socket only"
@@ -101,10 +109,11 @@ class Phase:
     train: bool = False
     shared_memory: bool = True  # replies through shared-memory segments (else the socket only)
     data_plane: bool = True  # without shared memory: large replies through the server's data port
-    apart: bool = False  # server and trainer each on half of the cores (the issue's "server on another core")
+    apart: bool = False  # server and trainer each on half of the cores (an engine row: on the trainer's half)
     token: str = ""  # the bearer token of a server with tokens (an admin's: Stats is read too)
     tls_ca: str = ""  # the CA file of a TLS server
     wire_dtype: str = ""  # rows of float attrs travel as this 16-bit float (lossy); "": exact
+    also_against: str = ""  # in paired rounds, the name of a second in-memory row to compare with
 
     def connection(self) -> dict[str, object]:
         """``connect``'s arguments for this phase's server."""
@@ -267,13 +276,14 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
 def in_fresh_process(phase: Phase, seeds: Tensor) -> Result:
     """``run_phase`` in a new spawned process (its own imports, memory and RSS)."""
     context = multiprocessing.get_context("spawn")
-    if phase.apart:
+    pinned = phase.apart and phase.server_pid
+    if pinned:
         pin_process(phase.server_pid, split_cores()[1])
     try:
         with ProcessPoolExecutor(1, mp_context=context) as pool:
             result = pool.submit(run_phase, phase, seeds).result()
     finally:
-        if phase.apart:
+        if pinned:
             pin_process(phase.server_pid, os.sched_getaffinity(0))
     _print(result)
     return result
@@ -353,6 +363,23 @@ def _across_a_link(
             return [in_fresh_process(replace(p, address=far.address, server_pid=far.proc.pid), seeds) for p in phases]
 
 
+def paired_phases(common: Phase, remote: Phase) -> tuple[Phase, list[Phase]]:
+    """The in-memory engine and the rows run beside it in each paired round (``remote``: a
+    remote row of the benchmark's server)."""
+    engine = replace(common, name=ENGINE, kind="engine")
+    target = replace(remote, name=TARGET, cache_fraction=0.2, policy="static", prefetch=2)
+    socket_only = replace(target, name=SOCKET_ONLY, shared_memory=False)
+    return engine, [
+        replace(engine, name=ENGINE_ON_TRAINER_CORES, apart=True),
+        target,
+        replace(target, name=f"{TARGET}, server on its own cores", apart=True),
+        socket_only,
+        replace(socket_only, name=f"{SOCKET_ONLY}, server on its own cores", apart=True,
+                also_against=ENGINE_ON_TRAINER_CORES),
+        replace(socket_only, name=f"{SOCKET_ONLY}, {LOSSY}", wire_dtype="bfloat16"),
+    ]
+
+
 def paired_rounds(engine: Phase, remotes: list[Phase], seeds: Tensor, rounds: int) -> list[list[Result]]:
     """The in-memory engine and each of ``remotes`` run back to back, ``rounds`` times: on a
     machine whose speed drifts, each round's ratios compare rows measured minutes apart at most."""
@@ -360,18 +387,22 @@ def paired_rounds(engine: Phase, remotes: list[Phase], seeds: Tensor, rounds: in
 
 
 def paired_summary(rounds: list[list[Result]]) -> str:
-    """A line per remote row: every round's batches/s against the engine's, and the median ratio."""
+    """A line per row after the first: every round's batches/s against the first row's (the
+    engine's), and the median ratio; a second line for a row that names ``also_against``."""
+    if not rounds:
+        return ""
+    names = [r.phase.name for r in rounds[0]]
     lines = []
-    for column in range(1, len(rounds[0]) if rounds else 1):
-        ratios = [r[column].batches_per_s / r[0].batches_per_s for r in rounds]
-        each = ", ".join(
-            f"{r[0].batches_per_s:.1f} vs {r[column].batches_per_s:.1f} ({ratio:.2f}×)"
-            for r, ratio in zip(rounds, ratios)
-        )
-        lines.append(
-            f"Paired rounds, in-memory engine vs {rounds[0][column].phase.name}: {each}; "
-            f"median {float(np.median(ratios)):.2f}×.\n"
-        )
+    for column, phase in enumerate((r.phase for r in rounds[0][1:]), start=1):
+        for base in (0, *([names.index(phase.also_against)] if phase.also_against else [])):
+            ratios = [r[column].batches_per_s / r[base].batches_per_s for r in rounds]
+            each = ", ".join(
+                f"{r[base].batches_per_s:.1f} vs {r[column].batches_per_s:.1f} ({ratio:.2f}×)"
+                for r, ratio in zip(rounds, ratios)
+            )
+            lines.append(
+                f"Paired rounds, {names[base]} vs {phase.name}: {each}; median {float(np.median(ratios)):.2f}×.\n"
+            )
     return "".join(lines)
 
 
@@ -418,6 +449,8 @@ def main() -> None:
     parser.add_argument("--link-rate", default=LINK_RATE,
                         help="the cross-host rows' link, in tc units (default 10gbit; e.g. 1gbit)")
     parser.add_argument("--work-dir", type=Path, default=None, help="default: a temporary folder")
+    parser.add_argument("--paired-only", action="store_true",
+                        help="only the paired rounds (the issue's target rows beside the engine): a quicker run")
     args = parser.parse_args()
     if args.small:
         args.nodes, args.batches, args.train_batches = 100_000, 20, 10
@@ -432,14 +465,20 @@ def main() -> None:
         tensors, data_dir, train_ids = prepare(
             args.nodes, args.avg_degree, args.dim, args.out_degree_exponent, work / "full"
         )
-        _, tenth_dir, tenth_ids = prepare(
-            args.nodes // 10, args.avg_degree, args.dim, args.out_degree_exponent, work / "tenth"
-        )
         order = torch.randperm(train_ids.numel(), generator=torch.Generator().manual_seed(1))
         seeds = train_ids[order][: (args.warmup + max(args.batches, args.train_batches)) * args.batch_size]
         common = Phase("", "", tuple(args.fanouts), args.batch_size, args.warmup, args.batches,
                        graph_file=str(tensors))
-        results = [in_fresh_process(replace(common, name="in-memory: gnnstore engine", kind="engine"), seeds)]
+        if args.paired_only:
+            with ServerProcess(data_dir, "--read-only", log=work / "server.log", startup_timeout=3600) as server:
+                remote = replace(common, kind="remote", graph_file="", address=server.address,
+                                 server_pid=server.proc.pid)
+                print("\n" + paired_summary(paired_rounds(*paired_phases(common, remote), seeds, args.rounds)))
+            return
+        _, tenth_dir, tenth_ids = prepare(
+            args.nodes // 10, args.avg_degree, args.dim, args.out_degree_exponent, work / "tenth"
+        )
+        results = [in_fresh_process(replace(common, name=ENGINE, kind="engine"), seeds)]
         if has_pyg_sampler:
             results.append(in_fresh_process(replace(common, name="in-memory: PyG NeighborLoader", kind="pyg"), seeds))
         else:
@@ -492,15 +531,7 @@ def main() -> None:
                 prefetch=2,
             ), seeds)
             results += [memory_train, remote_train]
-            target = replace(remote, name=TARGET, cache_fraction=0.2, policy="static", prefetch=2)
-            rounds = paired_rounds(
-                replace(common, name="in-memory: gnnstore engine", kind="engine"),
-                [target, replace(target, name=f"{TARGET}, server on its own cores", apart=True),
-                 replace(target, name=SOCKET_ONLY, shared_memory=False),
-                 replace(target, name=f"{SOCKET_ONLY}, server on its own cores", shared_memory=False, apart=True),
-                 rounded],
-                seeds, args.rounds,
-            )
+            rounds = paired_rounds(*paired_phases(common, remote), seeds, args.rounds)
         draw = torch.randint(tenth_ids.numel(), (seeds.numel(),), generator=torch.Generator().manual_seed(1))
         tenth_seeds = tenth_ids[draw]  # with replacement: as many batches as on the full graph
         with ServerProcess(tenth_dir, "--read-only", log=work / "server-tenth.log", startup_timeout=3600) as small:
@@ -519,7 +550,7 @@ def main() -> None:
         f"fanouts {args.fanouts}; {args.batches} timed batches after {args.warmup} warm-up.\n"
         f"Trainer RSS, remote without cache: {full_rss:.0f} MB on the full graph vs {tenth.rss_mb:.0f} MB "
         f"with a tenth of the edges: {full_rss - tenth.rss_mb:+.0f} MB.\n"
-        + cpu_ceiling(named[TARGET], named["in-memory: gnnstore engine"], base)
+        + cpu_ceiling(named[TARGET], named[ENGINE], base)
         + paired_summary(rounds)
     )
     print("\n" + text + summary)

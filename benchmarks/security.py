@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.loader import RESULTS, TARGET, Phase, graph_arguments, paired_rounds, prepare, table
+from benchmarks.loader import ENGINE, RESULTS, TARGET, Phase, graph_arguments, paired_rounds, prepare, table
 from gnnstore.backend.server_process import ServerProcess
 
 
@@ -62,7 +62,7 @@ def main() -> None:
         cert, key = self_signed(work)
         token = secrets.token_urlsafe(32)
         common = Phase("", "", (15, 10), 1024, 10, args.batches, graph_file=str(tensors))
-        engine = replace(common, name="in-memory: gnnstore engine", kind="engine")
+        engine = replace(common, name=ENGINE, kind="engine")
         with ServerProcess(data_dir, "--read-only", log=work / "open.log", startup_timeout=3600) as open_server, \
                 ServerProcess(data_dir, "--read-only", "--tls-cert", str(cert), "--tls-key", str(key),
                               env={"GNNSTORE_AUTH_TOKENS": f"{token} admin"}, log=work / "secure.log",
