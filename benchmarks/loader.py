@@ -43,7 +43,7 @@ against ~67% at 2.1, the skew of web and social graphs a degree-based cache is b
 
     nice python -m benchmarks.loader --small   # 100k nodes, 2.5M edges: a few minutes
     nice python -m benchmarks.loader           # 1M nodes, 25M edges
-    nice python -m benchmarks.loader --paired-only  # only the paired rounds: ~15 minutes
+    nice python -m benchmarks.loader --paired-only  # only the paired rounds: about 20 minutes
 """
 from __future__ import annotations
 
