@@ -16,7 +16,8 @@ the same seeds (1024 per batch, fanouts [15, 10]):
   10 Gbit/s link (``--link-rate``; a server in a network namespace whose loopback `tc ... tbf`
   caps; ``benchmarks.link``, root only), and with 2 loader worker processes;
 * a 2-layer GraphSAGE (hidden 256) training epoch (capped at ``--train-batches``) in memory and
-  through the remote backend (20% static+SIEVE cache, prefetch 2);
+  through the remote backend (20% static+SIEVE cache, prefetch 2), back to back ``--rounds``
+  times (the table shows the first round);
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M);
 * paired rounds: the engine in memory (on every core, and on the trainer's half of them) and the
   target row (static 20% cache, prefetch 2), shared, with the server on its own cores, socket
@@ -43,7 +44,7 @@ against ~67% at 2.1, the skew of web and social graphs a degree-based cache is b
 
     nice python -m benchmarks.loader --small   # 100k nodes, 2.5M edges: a few minutes
     nice python -m benchmarks.loader           # 1M nodes, 25M edges
-    nice python -m benchmarks.loader --paired-only  # only the paired rounds: about 20 minutes
+    nice python -m benchmarks.loader --paired-only  # only the paired rounds: 10 to 20 minutes
 """
 from __future__ import annotations
 
@@ -380,6 +381,16 @@ def paired_phases(common: Phase, remote: Phase) -> tuple[Phase, list[Phase]]:
     ]
 
 
+def training_phases(common: Phase, remote: Phase, batches: int) -> tuple[Phase, Phase]:
+    """A GraphSAGE training epoch of ``batches`` in memory and through ``remote``'s server
+    (static+SIEVE 20% cache, prefetch 2)."""
+    train = replace(common, kind="engine", batches=batches, warmup=0, train=True)
+    return replace(train, name="train epoch: in memory"), replace(
+        train, name="train epoch: remote static+sieve 20%, prefetch 2", kind="remote", graph_file="",
+        address=remote.address, server_pid=remote.server_pid, cache_fraction=0.2, prefetch=2,
+    )
+
+
 def paired_rounds(engine: Phase, remotes: list[Phase], seeds: Tensor, rounds: int) -> list[list[Result]]:
     """The in-memory engine and each of ``remotes`` run back to back, ``rounds`` times: on a
     machine whose speed drifts, each round's ratios compare rows measured minutes apart at most."""
@@ -444,7 +455,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=200, help="batches timed per loader configuration")
     parser.add_argument("--train-batches", type=int, default=50, help="batches of the training epoch")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="paired rounds of the in-memory engine and the target row, alternately")
+                        help="paired rounds of the in-memory engine and the target rows (and of the training "
+                             "epoch), alternately")
     parser.add_argument("--small", action="store_true", help="100k nodes, 20 batches, 10 training batches")
     parser.add_argument("--link-rate", default=LINK_RATE,
                         help="the cross-host rows' link, in tc units (default 10gbit; e.g. 1gbit)")
@@ -473,7 +485,10 @@ def main() -> None:
             with ServerProcess(data_dir, "--read-only", log=work / "server.log", startup_timeout=3600) as server:
                 remote = replace(common, kind="remote", graph_file="", address=server.address,
                                  server_pid=server.proc.pid)
-                print("\n" + paired_summary(paired_rounds(*paired_phases(common, remote), seeds, args.rounds)))
+                rounds = paired_rounds(*paired_phases(common, remote), seeds, args.rounds)
+                in_memory, through_server = training_phases(common, remote, args.train_batches)
+                train_rounds = paired_rounds(in_memory, [through_server], seeds, args.rounds)
+            print("\n" + paired_summary(rounds) + paired_summary(train_rounds))
             return
         _, tenth_dir, tenth_ids = prepare(
             args.nodes // 10, args.avg_degree, args.dim, args.out_degree_exponent, work / "tenth"
@@ -523,13 +538,9 @@ def main() -> None:
                 remote, name="remote: static 20%, prefetch 2, 2 workers", cache_fraction=0.2,
                 policy="static", prefetch=2, workers=2,
             ), seeds))
-            train = replace(common, kind="engine", batches=args.train_batches, warmup=0, train=True)
-            memory_train = in_fresh_process(replace(train, name="train epoch: in memory"), seeds)
-            remote_train = in_fresh_process(replace(
-                train, name="train epoch: remote static+sieve 20%, prefetch 2", kind="remote",
-                graph_file="", address=server.address, server_pid=server.proc.pid, cache_fraction=0.2,
-                prefetch=2,
-            ), seeds)
+            in_memory, through_server = training_phases(common, remote, args.train_batches)
+            train_rounds = paired_rounds(in_memory, [through_server], seeds, args.rounds)
+            memory_train, remote_train = train_rounds[0]
             results += [memory_train, remote_train]
             rounds = paired_rounds(*paired_phases(common, remote), seeds, args.rounds)
         draw = torch.randint(tenth_ids.numel(), (seeds.numel(),), generator=torch.Generator().manual_seed(1))
@@ -552,6 +563,7 @@ def main() -> None:
         f"with a tenth of the edges: {full_rss - tenth.rss_mb:+.0f} MB.\n"
         + cpu_ceiling(named[TARGET], named[ENGINE], base)
         + paired_summary(rounds)
+        + paired_summary(train_rounds)
     )
     print("\n" + text + summary)
     RESULTS.mkdir(exist_ok=True)
