@@ -397,6 +397,15 @@ def paired_rounds(engine: Phase, remotes: list[Phase], seeds: Tensor, rounds: in
     return [[in_fresh_process(p, seeds) for p in (engine, *remotes)] for _ in range(rounds)]
 
 
+def all_paired_rounds(
+    common: Phase, remote: Phase, seeds: Tensor, rounds: int, train_batches: int
+) -> tuple[list[list[Result]], list[list[Result]]]:
+    """The paired rounds of the loaders (``paired_phases``) and of the training epoch."""
+    loaders = paired_rounds(*paired_phases(common, remote), seeds, rounds)
+    in_memory, through_server = training_phases(common, remote, train_batches)
+    return loaders, paired_rounds(in_memory, [through_server], seeds, rounds)
+
+
 def paired_summary(rounds: list[list[Result]]) -> str:
     """A line per row after the first: every round's batches/s against the first row's (the
     engine's), and the median ratio; a second line for a row that names ``also_against``."""
@@ -485,9 +494,7 @@ def main() -> None:
             with ServerProcess(data_dir, "--read-only", log=work / "server.log", startup_timeout=3600) as server:
                 remote = replace(common, kind="remote", graph_file="", address=server.address,
                                  server_pid=server.proc.pid)
-                rounds = paired_rounds(*paired_phases(common, remote), seeds, args.rounds)
-                in_memory, through_server = training_phases(common, remote, args.train_batches)
-                train_rounds = paired_rounds(in_memory, [through_server], seeds, args.rounds)
+                rounds, train_rounds = all_paired_rounds(common, remote, seeds, args.rounds, args.train_batches)
             print("\n" + paired_summary(rounds) + paired_summary(train_rounds))
             return
         _, tenth_dir, tenth_ids = prepare(
@@ -538,11 +545,9 @@ def main() -> None:
                 remote, name="remote: static 20%, prefetch 2, 2 workers", cache_fraction=0.2,
                 policy="static", prefetch=2, workers=2,
             ), seeds))
-            in_memory, through_server = training_phases(common, remote, args.train_batches)
-            train_rounds = paired_rounds(in_memory, [through_server], seeds, args.rounds)
+            rounds, train_rounds = all_paired_rounds(common, remote, seeds, args.rounds, args.train_batches)
             memory_train, remote_train = train_rounds[0]
             results += [memory_train, remote_train]
-            rounds = paired_rounds(*paired_phases(common, remote), seeds, args.rounds)
         draw = torch.randint(tenth_ids.numel(), (seeds.numel(),), generator=torch.Generator().manual_seed(1))
         tenth_seeds = tenth_ids[draw]  # with replacement: as many batches as on the full graph
         with ServerProcess(tenth_dir, "--read-only", log=work / "server-tenth.log", startup_timeout=3600) as small:
