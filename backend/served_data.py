@@ -37,7 +37,7 @@ from gnnstore.config import ServerConfig
 from gnnstore.common.errors import GnnStoreError, InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.common.allocate import Allocate
 from gnnstore.proto.sample_codec import NeighborCounts
-from gnnstore.stores.data_dir import FEATURE_TIER, FEATURES, GRAPH, GRAPH_WRITES, IDMAP, SNAPSHOTS, Stores, open_stores
+from gnnstore.stores.data_dir import FEATURE_TIER, GRAPH_WRITES, SNAPSHOTS, Stores, missing_parts, open_stores
 from gnnstore.stores.id_map import IdMap
 from gnnstore.stores.neo4j_attached import AttachedNeo4jGraph, AttachedSchema
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
@@ -192,8 +192,7 @@ def _open_stores(config: ServerConfig) -> Stores:
     hint = f"create it with `gnnstore ingest <source> --data-dir {data_dir}`"
     if not data_dir.is_dir():
         raise PreconditionError(f"data directory {data_dir} does not exist; {hint}")
-    required = (FEATURES, IDMAP) if config.graph_backend == "neo4j" else (GRAPH, FEATURES, IDMAP)
-    missing = [name for name in required if not (data_dir / name).exists()]
+    missing = missing_parts(data_dir, graph_elsewhere=config.graph_backend == "neo4j")
     if missing:
         raise PreconditionError(
             f"data directory {data_dir} lacks {', '.join(missing)}: it was not written by "

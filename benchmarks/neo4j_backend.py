@@ -89,8 +89,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=512, help="seeds per sampled batch")
     parser.add_argument("--fanouts", type=int, nargs="+", default=[10, 5])
     parser.add_argument("--bulk", type=int, metavar="EDGES",
-                        help="only the bulk paths (import, then export of the imported graph) on a graph of "
-                        "EDGES edges and EDGES/25 nodes, beside Kùzu's ingest and export of the same graph")
+                        help="only the bulk paths (import, then export and attach of the imported graph) on a "
+                        "graph of EDGES edges and EDGES/25 nodes, beside Kùzu's ingest and export of the same graph")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     num_nodes, num_edges = (20_000, 100_000) if args.small else (100_000, 1_000_000)
@@ -117,7 +117,8 @@ def main() -> None:
 def bulk_import(tmp: Path, num_nodes: int, num_edges: int, export: bool = False) -> float:
     """A new database through ``neo4j-admin database import``: gnnstore writes the files,
     Neo4j imports them, gnnstore adopts the graph; with ``export``, the imported edges are then
-    read back (``export_rates``). Prints each step; returns the import's edges/s overall."""
+    read back (``export_rates``) and attached (``attach``, into edge files and into Kùzu).
+    Prints each step; returns the import's edges/s overall."""
     row, col = power_law_edges(num_nodes, num_edges, seed=1)
     started = time.perf_counter()
     write_import_files({None: (row, col)}, {None: num_nodes}, tmp / "import")
@@ -141,6 +142,8 @@ def bulk_import(tmp: Path, num_nodes: int, num_edges: int, export: bool = False)
         print(f"  {cpu_bound('neo4j-admin import', admin_cpu, num_edges)}")
         if export:
             export_rates(store, (row, col))
+            attach(neo4j.uri, tmp, num_edges)
+            attach(neo4j.uri, tmp, num_edges, edge_files=False)
         store.close()
     finally:
         neo4j.stop()
@@ -183,11 +186,13 @@ def kuzu_beside(tmp: Path, num_nodes: int, num_edges: int) -> None:
     print(f"Kùzu, the same graph: ingest {num_edges / put_s:,.0f} edges/s, export {read / read_s:,.0f} edges/s")
 
 
-def attach(uri: str, tmp: Path, num_edges: int, edge_feature: bool = False) -> None:
-    """`gnnstore attach neo4j` over the graph the online ingest wrote, read as a user's schema
-    (its label, its ``id`` property as the key and as the one feature, its relationship type;
-    with ``edge_feature``, the relationships' ``eid`` property as an edge feature too), in a
-    fresh process whose peak resident memory is reported beside that of one that only imports."""
+def attach(uri: str, tmp: Path, num_edges: int, edge_feature: bool = False, edge_files: bool = True) -> None:
+    """`gnnstore attach neo4j` over the graph in Neo4j, read as a user's schema (its label, its
+    ``id`` property as the key and as the one feature, its relationship type; with
+    ``edge_feature``, the relationships' ``eid`` property as an edge feature too), in a fresh
+    process whose peak memory is reported beside that of one that only imports. The topology
+    goes to edge files, as an attach writes it, or with ``edge_files=False`` into Kùzu, as an
+    attach wrote it before."""
     spec_file = tmp / "attach.toml"
     spec_file.write_text(
         f'[labels.{HOMO_LABEL}]\nkey = "id"\nfeatures = {{ x = "id" }}\n'
@@ -197,24 +202,28 @@ def attach(uri: str, tmp: Path, num_edges: int, edge_feature: bool = False) -> N
     shutil.rmtree(tmp / "attached", ignore_errors=True)
     spawn = multiprocessing.get_context("spawn")
     with spawn.Pool(1) as pool:
-        read_s, total_s, peak_mb, anon_mb = pool.apply(_attach_in_child, (uri, spec_file, tmp / "attached"))
+        read_s, total_s, peak_mb, anon_mb = pool.apply(
+            _attach_in_child, (uri, spec_file, tmp / "attached", edge_files)
+        )
     with spawn.Pool(1) as pool:
         idle_mb = pool.apply(_peak_rss_mb)
+    shutil.rmtree(tmp / "attached", ignore_errors=True)
     what = "with one relationship property as an edge feature" if edge_feature else "topology and node features"
-    print(f"attach, {what} (read in one transaction, then ingest into Kùzu + RocksDB): read "
+    into = "edge files" if edge_files else "Kùzu (as before)"
+    print(f"attach, {what} (read in one transaction, then ingest into {into} + RocksDB): read "
           f"{num_edges / read_s:,.0f} edges/s ({read_s:.1f} s), {num_edges / total_s:,.0f} edges/s in all "
           f"({total_s:.1f} s); peak memory {peak_mb:,.0f} MB ({idle_mb:,.0f} MB before reading), of which "
-          f"anonymous {anon_mb:,.0f} MB (the rest: mapped files, the libraries and the edges read)")
+          f"anonymous {anon_mb:,.0f} MB (the rest: mapped files, the libraries and the edges read)", flush=True)
 
 
-def _attach_in_child(uri: str, spec_file: Path, data_dir: Path) -> tuple[float, float, float, float]:
+def _attach_in_child(uri: str, spec_file: Path, data_dir: Path, edge_files: bool) -> tuple[float, float, float, float]:
     """Read and ingest in this (fresh) process: seconds to read, in all, peak RSS and peak
     anonymous RSS in MB."""
     anon = _AnonPeak()
     started = time.perf_counter()
     data, keys, _ = read_neo4j_graph(uri, None, read_spec(spec_file))
     read_s = time.perf_counter() - started
-    with open_stores(data_dir) as stores:
+    with open_stores(data_dir, edge_files=edge_files) as stores:
         ingest_graph(data, stores, keys=keys)
     return read_s, time.perf_counter() - started, _peak_rss_mb(), anon.mb()
 
@@ -264,6 +273,7 @@ def run(
     snapshot = build_snapshot(store, tmp / "snapshots")
     print(f"snapshot build from Neo4j: {time.perf_counter() - started:.1f} s")
     attach(uri, tmp, num_edges)
+    attach(uri, tmp, num_edges, edge_files=False)
     attach(uri, tmp, num_edges, edge_feature=True)
 
     seeds = torch.randperm(num_nodes, generator=torch.Generator().manual_seed(1))

@@ -21,8 +21,9 @@ types as PyG edge types ``(from_label, TYPE, to_label)``::
 Everything is read in one read transaction (the user's database is never written; a reader's
 credentials are enough) and then ingested as one heterogeneous graph whose node types are the
 labels: the id map gives each key a dense id (known keys keep theirs on a later attach), the
-features go to RocksDB and the topology to Kùzu in the data directory, which ``gnnstore serve``
-then serves (snapshot sampling). Neo4j values map to dtypes as ``DTYPE_OF`` says; a value that
+features go to RocksDB and the topology to edge files (``EdgeFileGraphStore``; a directory an
+older attach wrote keeps its Kùzu graph) in the data directory, which ``gnnstore serve`` then
+serves (snapshot sampling). Neo4j values map to dtypes as ``DTYPE_OF`` says; a value that
 does not fit (a string, a map, a list of the wrong length, a missing property) is an error
 naming the label, the property and the node's key (for a relationship property: the type and
 both ends' keys), raised before anything is written.
@@ -191,7 +192,7 @@ def attach_neo4j(
     """
     data, keys, report = read_neo4j_graph(uri, auth, spec, database=database, progress=progress)
     clear_ingest_record(data_dir)  # the folder will no longer hold what an earlier ingest read
-    with open_stores(data_dir) as stores:
+    with open_stores(data_dir, edge_files=True) as stores:  # Kùzu's COPY would hold every edge in memory
         _note_changes(stores, spec, keys, report)
         report.ingest = ingest_graph(data, stores, keys=keys, progress=progress)
     AttachedSchema({label: entry.key for label, entry in spec.labels.items()}, spec.relationships).save(data_dir)

@@ -1,7 +1,9 @@
-"""PyG stores over RocksDB, Kùzu and the id map; Neo4jGraphStore lives in ``gnnstore.stores.neo4j_graph_store`` ([neo4j] extra)."""
+"""PyG stores over RocksDB, Kùzu, edge files and the id map; Neo4jGraphStore lives in
+``gnnstore.stores.neo4j_graph_store`` ([neo4j] extra)."""
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.data_dir import Stores, open_stores
+from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
 from gnnstore.stores.id_map import IdMap
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
@@ -9,6 +11,7 @@ from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 __all__ = [
     "AttrSchema",
     "BaseGraphStore",
+    "EdgeFileGraphStore",
     "IdMap",
     "KuzuGraphStore",
     "RocksDBFeatureStore",

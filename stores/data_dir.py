@@ -1,5 +1,7 @@
-"""Opens the stores of a data directory (graph.kuzu, features/, idmap/) and names its other entries.
+"""Opens the stores of a data directory (the graph, features/, idmap/) and names its other entries.
 
+The graph is a Kùzu database (graph.kuzu, the default) or, where it was created so (an attach
+of a large Neo4j graph), plain edge files (graph.edges/, written and read in bounded memory).
 With the graph kept elsewhere (Neo4j), the directory holds only features/ and idmap/ and the
 caller hands in the graph store; this module stays the one place that knows the layout.
 """
@@ -15,6 +17,8 @@ from pathlib import Path
 from gnnstore.common.durable_file import sync_directory, write_durably
 from gnnstore.common.errors import PreconditionError
 from gnnstore.stores.base import BaseGraphStore
+from gnnstore.stores.edge_file_graph_store import META_FILE as EDGE_FILES_META
+from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
 from gnnstore.stores.id_map import IdMap
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
@@ -22,6 +26,7 @@ from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 logger = logging.getLogger(__name__)
 
 GRAPH = "graph.kuzu"
+GRAPH_EDGES = "graph.edges"  # the graph as edge files instead of Kùzu
 FEATURES = "features"
 IDMAP = "idmap"
 SNAPSHOTS = "snapshots"  # owned by the backend's topology snapshots; never opened here
@@ -57,6 +62,7 @@ def open_stores(
     *,
     read_only: bool = False,
     graph_store: BaseGraphStore | None = None,
+    edge_files: bool = False,
 ) -> Stores:
     """Open ``data_dir``'s graph store, feature store and id map.
 
@@ -65,6 +71,8 @@ def open_stores(
     Args:
         data_dir: the data directory.
         read_only: open every store without the write lock.
+        edge_files: a graph created here is kept as edge files (``EdgeFileGraphStore``), not
+            in Kùzu; a directory that has a graph keeps the kind it has.
         graph_store: a graph store kept outside the directory (e.g. a ``Neo4jGraphStore``);
             then ``data_dir`` holds only the features and the id map (a ``graph.kuzu`` there
             is ignored). The returned ``Stores`` owns it: it is closed with the others, and
@@ -85,7 +93,10 @@ def open_stores(
             owned.append(features)
             graph = graph_store
             if graph is None:
-                graph = KuzuGraphStore(root / GRAPH, read_only=read_only)
+                if edge_files and not (root / GRAPH).exists() or _has_edge_files(root):
+                    graph = EdgeFileGraphStore(root / GRAPH_EDGES, read_only=read_only)
+                else:
+                    graph = KuzuGraphStore(root / GRAPH, read_only=read_only)
                 owned.append(graph)
             id_map = IdMap(root / IDMAP, read_only=read_only)
         except PreconditionError as exc:
@@ -115,9 +126,24 @@ def _check_parts(root: Path, parts: tuple[str, ...], read_only: bool) -> None:
         raise PreconditionError(f"data directory {root} {state}; {_INGEST_HINT}")
 
 
+def missing_parts(data_dir: str | os.PathLike, *, graph_elsewhere: bool = False) -> list[str]:
+    """The stores ``data_dir`` lacks, all of them when it is not a directory."""
+    root = Path(data_dir)
+    parts = (FEATURES, IDMAP) if graph_elsewhere else (GRAPH, FEATURES, IDMAP)
+    if not root.is_dir():
+        return list(parts)
+    present = _present_parts(root)
+    return [part for part in parts if part not in present]
+
+
+def _has_edge_files(root: Path) -> bool:
+    return (root / GRAPH_EDGES / EDGE_FILES_META).is_file()
+
+
 def _present_parts(root: Path) -> list[str]:
-    """The stores that exist; a RocksDB folder without its CURRENT file counts as corrupt."""
-    parts = [GRAPH] if (root / GRAPH).is_file() else []
+    """The stores that exist (the graph as ``GRAPH``, whichever its kind); a RocksDB folder
+    without its CURRENT file counts as corrupt."""
+    parts = [GRAPH] if (root / GRAPH).is_file() or _has_edge_files(root) else []
     for name in (FEATURES, IDMAP):
         folder = root / name
         if folder.is_dir() and not (folder / "CURRENT").is_file():
@@ -131,8 +157,8 @@ def _present_parts(root: Path) -> list[str]:
 
 
 def _is_empty(root: Path, parts: tuple[str, ...]) -> bool:
-    """No entry but snapshots and, with the graph elsewhere, a left-over ``graph.kuzu``."""
-    ignored = {SNAPSHOTS, FEATURE_TIER, INGEST_RECORD, *({GRAPH} - set(parts))}
+    """No entry but snapshots and, with the graph elsewhere, a left-over graph."""
+    ignored = {SNAPSHOTS, FEATURE_TIER, INGEST_RECORD, *({GRAPH, GRAPH_EDGES} if GRAPH not in parts else ())}
     return all(entry.name in ignored for entry in root.iterdir())
 
 

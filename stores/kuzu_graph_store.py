@@ -42,7 +42,7 @@ from torch import Tensor
 from torch_geometric.data import EdgeAttr
 from torch_geometric.data.graph_store import EdgeLayout
 
-from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 from gnnstore.stores.edge_layout import (
     EdgeTypeKey,
@@ -51,6 +51,7 @@ from gnnstore.stores.edge_layout import (
     node_types_of,
     to_coo,
 )
+from gnnstore.stores.edge_records import canonical_record, edge_attrs, edge_key
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class KuzuGraphStore(BaseGraphStore):
         edge_type = check_edge_type(edge_type)
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise InvalidRequestError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
-        info = self._canonical(edge_type)
+        info = canonical_record(self._meta, edge_type)
         total, page = info["num_edges"], max(chunk_size, self.page_edges)
         for low in range(0, total, page):
             high = min(total, low + page)
@@ -141,7 +142,7 @@ class KuzuGraphStore(BaseGraphStore):
         edge_type = check_edge_type(edge_attr.edge_type)
         layout = EdgeLayout(edge_attr.layout)
         edges = to_coo(edge_index, edge_type, layout, edge_attr.size, bool(edge_attr.is_sorted))
-        key = _edge_key(edge_type, layout)
+        key = edge_key(edge_type, layout)
         old = self._meta.get(key)
         src_type, dst_type = node_types_of(edge_type)
         with self._transaction():
@@ -174,7 +175,7 @@ class KuzuGraphStore(BaseGraphStore):
     def _get_edge_index(self, edge_attr: EdgeAttr) -> tuple[Tensor, Tensor] | None:
         edge_type = check_edge_type(edge_attr.edge_type)
         layout = EdgeLayout(edge_attr.layout)
-        info = self._meta.get(_edge_key(edge_type, layout))
+        info = self._meta.get(edge_key(edge_type, layout))
         if info is None:
             return None
         row, col = self._read_edges(info, 0, info["num_edges"])
@@ -183,7 +184,7 @@ class KuzuGraphStore(BaseGraphStore):
     def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
         self._check_writable()
         edge_type = check_edge_type(edge_attr.edge_type)
-        key = _edge_key(edge_type, EdgeLayout(edge_attr.layout))
+        key = edge_key(edge_type, EdgeLayout(edge_attr.layout))
         info = self._meta.get(key)
         if info is None:
             return False
@@ -197,10 +198,7 @@ class KuzuGraphStore(BaseGraphStore):
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
         """One fresh ``EdgeAttr`` per stored (edge type, layout), in first-put order."""
-        return [
-            EdgeAttr(edge_type, layout, is_sorted=info["is_sorted"], size=tuple(info["size"]))
-            for edge_type, layout, info in sorted(self._edge_records(), key=lambda r: r[2]["seq"])
-        ]
+        return edge_attrs(self._meta)
 
     # ---- internals -------------------------------------------------------------------------
 
@@ -273,27 +271,6 @@ class KuzuGraphStore(BaseGraphStore):
         self._set_meta(key, info)
         return info["table"]
 
-    def _edge_records(self) -> list[tuple[EdgeTypeKey, EdgeLayout, dict]]:
-        """``(edge type, layout, record)`` of every stored (edge type, layout), decoded."""
-        records = []
-        for key, info in self._meta.items():
-            if key.startswith("edge:"):
-                edge_type, layout = json.loads(key[len("edge:"):])
-                records.append((_decode_edge_type(edge_type), EdgeLayout(layout), info))
-        return records
-
-    def _canonical(self, edge_type: EdgeTypeKey) -> dict:
-        coo = self._meta.get(_edge_key(edge_type, EdgeLayout.COO))
-        if coo is not None:
-            return coo
-        mine = [info for other, _, info in self._edge_records() if other == edge_type]
-        if not mine:
-            stored = sorted({repr(a.edge_type) for a in self.get_all_edge_attrs()})
-            raise NotFoundError(
-                f"no edges of edge type {edge_type!r} are stored (stored: {', '.join(stored) or 'none'})"
-            )
-        return min(mine, key=lambda info: info["seq"])
-
     def _read_edges(self, info: dict, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
         """(row, col) of edge ids ``low .. high-1`` in edge-id order, through one Arrow export."""
         n = high - low
@@ -315,10 +292,3 @@ class KuzuGraphStore(BaseGraphStore):
         row[pos], col[pos] = table.column(0).to_numpy(), table.column(1).to_numpy()
         return row, col
 
-
-def _edge_key(edge_type: EdgeTypeKey, layout: EdgeLayout) -> str:
-    return "edge:" + json.dumps([edge_type, layout.value])
-
-
-def _decode_edge_type(raw: object) -> EdgeTypeKey:
-    return tuple(raw) if isinstance(raw, list) else raw

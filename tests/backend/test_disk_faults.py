@@ -17,6 +17,7 @@ from gnnstore.backend.disk import preallocated_npy
 from gnnstore.client import connect
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.common.errors import ResourceExhaustedError
+from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
 from served import ServerProcess, ingest
 
 
@@ -99,3 +100,17 @@ def test_a_put_on_a_full_disk_is_refused_and_the_server_keeps_serving(small_disk
         assert server.proc.poll() is None
         assert torch.equal(fs.get_tensor(group_name=None, attr_name="x", index=torch.arange(50)), graph.x[:50])
         assert "wide" not in {s.attr_name for s in fs.schema(refresh=True)}
+
+
+def test_edge_files_that_do_not_fit_are_an_error_and_keep_the_old_edges(small_disk: Callable[[int], Path]) -> None:
+    disk = small_disk(1 << 20)
+    with EdgeFileGraphStore(disk / "graph.edges") as store:
+        store.put_edge_index((torch.zeros(1000, dtype=torch.long), torch.arange(1000)), None, "coo", size=(1, 1000))
+        version = store.version()
+        big = torch.arange(100_000)
+        with pytest.raises(ResourceExhaustedError, match=r"no space left for the 100,000 edges .*need 1,600,000"):
+            store.put_edge_index((big % 7, big), None, "coo", size=(7, 100_000))
+        assert store.version() == version
+        row, col = store.get_edge_index(None, "coo")
+        assert torch.equal(col, torch.arange(1000)) and not row.any()
+        assert len(list((disk / "graph.edges").glob("e*.npy"))) == 2  # the part written is gone

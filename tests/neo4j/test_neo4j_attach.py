@@ -17,7 +17,7 @@ from gnnstore.client import EdgeFeatures, RemoteNeighborSampler, connect
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.ingest import neo4j_attach
 from gnnstore.ingest.neo4j_attach import read_neo4j_graph, read_spec
-from gnnstore.stores.data_dir import open_stores
+from gnnstore.stores.data_dir import GRAPH, GRAPH_EDGES, open_stores
 from served import start_neo4j_server, start_server
 
 pytestmark = pytest.mark.neo4j
@@ -155,6 +155,7 @@ def test_attach_reads_the_users_schema_serves_it_and_picks_up_writes(neo4j_clean
     assert "Movie,LINKED,Person:" in done.stdout and "gnnstore serve --data-dir" in done.stdout
     assert fingerprint(uri, auth) == before, "Neo4j was written"
     assert_attached(data_dir, uri, auth, p, m)
+    assert (data_dir / GRAPH_EDGES).is_dir() and not (data_dir / GRAPH).exists(), "edges as files, not in Kùzu"
 
     with start_server(data_dir, "--read-only") as server:  # the attached graph, served
         fs, gs = connect(server.address)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from gnnstore.common.errors import PreconditionError
-from gnnstore.stores import KuzuGraphStore, open_stores
+from gnnstore.stores import EdgeFileGraphStore, KuzuGraphStore, open_stores
+from gnnstore.stores.data_dir import GRAPH, GRAPH_EDGES, missing_parts
 
 
 def test_writer_creates_then_reader_reopens(tmp_path: Path) -> None:
@@ -23,6 +24,23 @@ def test_writer_creates_then_reader_reopens(tmp_path: Path) -> None:
         assert torch.equal(stores.feature_store.get_tensor("paper", "x", None), torch.ones(3, 2))
         assert stores.graph_store.get_all_edge_attrs()[0].size == (3, 3)
         assert stores.id_map.to_ids("paper", ["c"]).tolist() == [2]
+
+
+def test_a_graph_created_as_edge_files_stays_edge_files(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    assert missing_parts(data_dir) == [GRAPH, "features", "idmap"]
+    with open_stores(data_dir, edge_files=True) as stores:
+        assert isinstance(stores.graph_store, EdgeFileGraphStore)
+        stores.graph_store.put_edge_index((torch.tensor([0, 1]), torch.tensor([2, 0])), None, "coo", size=(3, 3))
+    assert (data_dir / GRAPH_EDGES).is_dir() and not (data_dir / GRAPH).exists()
+    assert missing_parts(data_dir) == []
+    with open_stores(data_dir, read_only=True) as stores:  # no flag needed to find them again
+        assert isinstance(stores.graph_store, EdgeFileGraphStore)
+        assert stores.graph_store.get_all_edge_attrs()[0].size == (3, 3)
+    kuzu_dir = tmp_path / "kuzu"
+    open_stores(kuzu_dir).close()
+    with open_stores(kuzu_dir, edge_files=True) as stores:  # a directory keeps the kind it has
+        assert isinstance(stores.graph_store, KuzuGraphStore)
 
 
 def test_read_only_of_missing_directory(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""KuzuGraphStore: the graph-store contract plus persistence across processes and crash safety."""
+"""The embedded graph stores (Kùzu, edge files): the graph-store contract plus persistence across
+processes and crash safety."""
 from __future__ import annotations
 
 import os
@@ -14,12 +15,21 @@ import torch
 from graph_store_contract import HETERO, GraphStoreContract, random_coo, stored_edges
 
 from gnnstore.common.errors import PreconditionError
+from gnnstore.stores.base import BaseGraphStore
+from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
+
+EMBEDDED = pytest.mark.parametrize("kind", [KuzuGraphStore, EdgeFileGraphStore], ids=["kuzu", "edge-files"])
 
 
 class TestKuzuGraphStore(GraphStoreContract):
     def make_store(self, tmp_path: Path) -> KuzuGraphStore:
         return KuzuGraphStore(tmp_path / "graph.kuzu")
+
+
+class TestEdgeFileGraphStore(GraphStoreContract):
+    def make_store(self, tmp_path: Path) -> EdgeFileGraphStore:
+        return EdgeFileGraphStore(tmp_path / "graph.edges")
 
 
 def test_streaming_pages_hold_edge_id_order(tmp_path: Path) -> None:
@@ -33,9 +43,10 @@ def test_streaming_pages_hold_edge_id_order(tmp_path: Path) -> None:
         assert torch.equal(e_id, torch.arange(1000)) and torch.equal(r, row) and torch.equal(c, col)
 
 
-def test_reopen_in_a_new_process_gives_the_same_edges(tmp_path: Path) -> None:
-    path = tmp_path / "graph.kuzu"
-    with KuzuGraphStore(path) as store:
+@EMBEDDED
+def test_reopen_in_a_new_process_gives_the_same_edges(tmp_path: Path, kind: type[BaseGraphStore]) -> None:
+    path = tmp_path / "graph"
+    with kind(path) as store:
         for i, (et, size) in enumerate(HETERO.items()):
             store.put_edge_index(random_coo(*size, 50, seed=i), et, "coo", size=size)
         store.put_edge_index(random_coo(9, 9, 20), None, "coo", size=(9, 9))
@@ -43,8 +54,8 @@ def test_reopen_in_a_new_process_gives_the_same_edges(tmp_path: Path) -> None:
     saved = tmp_path / "saved.pt"
     code = ("import sys, torch\n"
             "from graph_store_contract import stored_edges\n"
-            "from gnnstore.stores.kuzu_graph_store import KuzuGraphStore\n"
-            "s = KuzuGraphStore(sys.argv[1], read_only=True)\n"
+            f"from {kind.__module__} import {kind.__name__}\n"
+            f"s = {kind.__name__}(sys.argv[1], read_only=True)\n"
             "streamed = {a.edge_type: [torch.cat(p) for p in zip(*s.iter_edge_index(a.edge_type, 7))]"
             " for a in s.get_all_edge_attrs()}\n"
             "torch.save((stored_edges(s), s.version(), streamed), sys.argv[2])")
@@ -61,22 +72,23 @@ def test_reopen_in_a_new_process_gives_the_same_edges(tmp_path: Path) -> None:
         assert torch.equal(e_id, torch.arange(row.numel()))
 
 
-def test_read_only_refuses_writes(tmp_path: Path) -> None:
-    path = tmp_path / "graph.kuzu"
-    with KuzuGraphStore(path) as store:
+@EMBEDDED
+def test_read_only_refuses_writes(tmp_path: Path, kind: type[BaseGraphStore]) -> None:
+    path = tmp_path / "graph"
+    with kind(path) as store:
         store.put_edge_index(random_coo(3, 3, 4), None, "coo", size=(3, 3))
-    with KuzuGraphStore(path, read_only=True) as store:
+    with kind(path, read_only=True) as store:
         with pytest.raises(PreconditionError, match="read-only"):
             store.put_edge_index(random_coo(3, 3, 4), None, "coo", size=(3, 3))
         assert len(store.get_all_edge_attrs()) == 1
     with pytest.raises(PreconditionError, match="does not exist"):
-        KuzuGraphStore(tmp_path / "nowhere.kuzu", read_only=True)
+        kind(tmp_path / "nowhere", read_only=True)
 
 
 WRITER = """
 import sys, torch
-from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
-s = KuzuGraphStore(sys.argv[1])
+from {module} import {name}
+s = {name}(sys.argv[1])
 k = 1
 while True:
     n = 200000 + k
@@ -86,20 +98,21 @@ while True:
 """
 
 
-def test_killed_writer_leaves_a_whole_previous_state(tmp_path: Path) -> None:
-    path = tmp_path / "graph.kuzu"
-    with KuzuGraphStore(path) as store:
+@EMBEDDED
+def test_killed_writer_leaves_a_whole_previous_state(tmp_path: Path, kind: type[BaseGraphStore]) -> None:
+    path = tmp_path / "graph"
+    with kind(path) as store:
         store.put_edge_index((torch.zeros(5, dtype=torch.long), torch.arange(5)), ("a", "r", "b"),
                              "coo")
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE,
-                            text=True)
+    writer = WRITER.format(module=kind.__module__, name=kind.__name__)
+    proc = subprocess.Popen([sys.executable, "-c", writer, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "1"
         time.sleep(0.4)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    with KuzuGraphStore(path) as store:
+    with kind(path) as store:
         (attr,) = store.get_all_edge_attrs()
         row, col = store.get_edge_index(("a", "r", "b"), "coo")
         k = int(row[0])
@@ -127,3 +140,46 @@ def test_rel_table_of_an_unfinished_put_is_dropped_on_writable_open(tmp_path: Pa
         assert store._table_names("REL") == {named}
         row, col = store.get_edge_index(("a", "r", "b"), "coo")
         assert row.tolist() == [0, 0, 0] and col.tolist() == [0, 1, 2]
+
+
+def test_edge_files_of_an_unfinished_put_are_removed_on_writable_open(tmp_path: Path) -> None:
+    path = tmp_path / "graph.edges"
+    with EdgeFileGraphStore(path) as store:
+        store.put_edge_index((torch.zeros(3, dtype=torch.long), torch.arange(3)), ("a", "r", "b"), "coo")
+        named = sorted(p.name for p in path.glob("e*.npy"))
+    for side in ("row", "col"):  # what a put killed before its switch leaves behind
+        (path / f"e99.{side}.npy").write_bytes(b"partial")
+    with EdgeFileGraphStore(path, read_only=True) as store:
+        assert len(list(path.glob("e*.npy"))) == 4  # a reader changes nothing
+    with EdgeFileGraphStore(path) as store:
+        assert sorted(p.name for p in path.glob("e*.npy")) == named
+        row, col = store.get_edge_index(("a", "r", "b"), "coo")
+        assert row.tolist() == [0, 0, 0] and col.tolist() == [0, 1, 2]
+
+
+def test_edge_files_take_one_writer_at_a_time(tmp_path: Path) -> None:
+    path = tmp_path / "graph.edges"
+    with EdgeFileGraphStore(path) as store:
+        store.put_edge_index(random_coo(4, 4, 10), None, "coo", size=(4, 4))
+        code = f"from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore as S\nS({str(path)!r})"
+        other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert other.returncode != 0 and "open for writing by another process" in other.stderr
+        with EdgeFileGraphStore(path, read_only=True) as reader:  # readers need no lock
+            assert reader.version() == store.version()
+    with EdgeFileGraphStore(path) as store:  # closing let go of the lock
+        assert len(store.get_all_edge_attrs()) == 1
+
+
+def test_replaced_edge_files_go_and_a_reader_keeps_its_version(tmp_path: Path) -> None:
+    path = tmp_path / "graph.edges"
+    with EdgeFileGraphStore(path) as store:
+        store.put_edge_index(random_coo(5, 5, 30, seed=1), None, "coo", size=(5, 5))
+        reader = EdgeFileGraphStore(path, read_only=True)
+        chunks = reader.iter_edge_index(None, 10)
+        first = next(chunks)
+        store.put_edge_index(random_coo(5, 5, 40, seed=2), None, "coo", size=(5, 5))
+        assert len(list(path.glob("e*.npy"))) == 2  # the old files are gone
+        rest = list(chunks)  # a scan begun before the switch still reads the edges it began with
+        row = torch.cat([first[0], *(c[0] for c in rest)])
+        assert torch.equal(row, random_coo(5, 5, 30, seed=1)[0])
+        reader.close()

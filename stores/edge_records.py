@@ -1,0 +1,59 @@
+"""The metadata records both embedded graph stores keep per stored (edge type, layout).
+
+A store's metadata is a dict of json values: ``edge:<json [edge type, layout]>`` -> a record
+with at least ``size``, ``is_sorted``, ``num_edges`` and ``seq`` (the first-put order, kept when
+an edge type is put again); other keys are the store's own.
+"""
+from __future__ import annotations
+
+import json
+
+from torch_geometric.data import EdgeAttr
+from torch_geometric.data.graph_store import EdgeLayout
+
+from gnnstore.common.errors import NotFoundError
+from gnnstore.stores.edge_layout import EdgeTypeKey
+
+_PREFIX = "edge:"
+
+
+def edge_key(edge_type: EdgeTypeKey, layout: EdgeLayout) -> str:
+    """The metadata key of one stored (edge type, layout)."""
+    return _PREFIX + json.dumps([edge_type, layout.value])
+
+
+def edge_records(meta: dict) -> list[tuple[EdgeTypeKey, EdgeLayout, dict]]:
+    """``(edge type, layout, record)`` of every stored (edge type, layout), in first-put order."""
+    records = []
+    for key, info in meta.items():
+        if key.startswith(_PREFIX):
+            edge_type, layout = json.loads(key[len(_PREFIX):])
+            records.append((tuple(edge_type) if isinstance(edge_type, list) else edge_type, EdgeLayout(layout), info))
+    return sorted(records, key=lambda record: record[2]["seq"])
+
+
+def edge_attrs(meta: dict) -> list[EdgeAttr]:
+    """One fresh ``EdgeAttr`` per stored (edge type, layout), in first-put order."""
+    return [
+        EdgeAttr(edge_type, layout, is_sorted=info["is_sorted"], size=tuple(info["size"]))
+        for edge_type, layout, info in edge_records(meta)
+    ]
+
+
+def canonical_record(meta: dict, edge_type: EdgeTypeKey) -> dict:
+    """The record of ``edge_type``'s canonical edge list: its COO layout if one was put, else
+    the first layout put.
+
+    Raises:
+        NotFoundError: no edges of ``edge_type`` are stored.
+    """
+    coo = meta.get(edge_key(edge_type, EdgeLayout.COO))
+    if coo is not None:
+        return coo
+    mine = [info for other, _, info in edge_records(meta) if other == edge_type]
+    if not mine:
+        stored = sorted({repr(attr.edge_type) for attr in edge_attrs(meta)})
+        raise NotFoundError(
+            f"no edges of edge type {edge_type!r} are stored (stored: {', '.join(stored) or 'none'})"
+        )
+    return mine[0]
