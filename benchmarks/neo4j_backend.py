@@ -190,7 +190,8 @@ def attach(uri: str, tmp: Path, num_edges: int, edge_feature: bool = False, edge
     """`gnnstore attach neo4j` over the graph in Neo4j, read as a user's schema (its label, its
     ``id`` property as the key and as the one feature, its relationship type; with
     ``edge_feature``, the relationships' ``eid`` property as an edge feature too), in a fresh
-    process whose peak memory is reported beside that of one that only imports. The topology
+    process whose peak anonymous memory (heap, not mapped files) is reported beside its level
+    before reading. The topology
     goes to edge files, as an attach writes it, or with ``edge_files=False`` into Kùzu, as an
     attach wrote it before."""
     spec_file = tmp / "attach.toml"
@@ -202,35 +203,29 @@ def attach(uri: str, tmp: Path, num_edges: int, edge_feature: bool = False, edge
     shutil.rmtree(tmp / "attached", ignore_errors=True)
     spawn = multiprocessing.get_context("spawn")
     with spawn.Pool(1) as pool:
-        read_s, total_s, peak_mb, anon_mb = pool.apply(
+        read_s, total_s, start_mb, peak_mb = pool.apply(
             _attach_in_child, (uri, spec_file, tmp / "attached", edge_files)
         )
-    with spawn.Pool(1) as pool:
-        idle_mb = pool.apply(_peak_rss_mb)
     shutil.rmtree(tmp / "attached", ignore_errors=True)
     what = "with one relationship property as an edge feature" if edge_feature else "topology and node features"
     into = "edge files" if edge_files else "Kùzu (as before)"
     print(f"attach, {what} (read in one transaction, then ingest into {into} + RocksDB): read "
           f"{num_edges / read_s:,.0f} edges/s ({read_s:.1f} s), {num_edges / total_s:,.0f} edges/s in all "
-          f"({total_s:.1f} s); peak memory {peak_mb:,.0f} MB ({idle_mb:,.0f} MB before reading), of which "
-          f"anonymous {anon_mb:,.0f} MB (the rest: mapped files, the libraries and the edges read)", flush=True)
+          f"({total_s:.1f} s); peak anonymous memory {peak_mb:,.0f} MB, {peak_mb - start_mb:,.0f} MB above the "
+          f"{start_mb:,.0f} MB before reading", flush=True)
 
 
 def _attach_in_child(uri: str, spec_file: Path, data_dir: Path, edge_files: bool) -> tuple[float, float, float, float]:
-    """Read and ingest in this (fresh) process: seconds to read, in all, peak RSS and peak
-    anonymous RSS in MB."""
+    """Read and ingest in this (fresh) process: seconds to read, in all, anonymous memory before
+    reading and at its peak, in MB. (Not ``ru_maxrss``: Linux carries it over from the parent.)"""
     anon = _AnonPeak()
+    start_mb = anon.mb()
     started = time.perf_counter()
     data, keys, _ = read_neo4j_graph(uri, None, read_spec(spec_file))
     read_s = time.perf_counter() - started
     with open_stores(data_dir, edge_files=edge_files) as stores:
         ingest_graph(data, stores, keys=keys)
-    return read_s, time.perf_counter() - started, _peak_rss_mb(), anon.mb()
-
-
-def _peak_rss_mb() -> float:
-    """This process's peak resident memory (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return read_s, time.perf_counter() - started, start_mb, anon.mb()
 
 
 class _AnonPeak:
@@ -238,16 +233,19 @@ class _AnonPeak:
     files), polled every 10 ms by a daemon thread."""
 
     def __init__(self) -> None:
-        self._kib = 0
+        self._kib = self._now()
         threading.Thread(target=self._poll, daemon=True).start()
+
+    @staticmethod
+    def _now() -> int:
+        return int(Path("/proc/self/status").read_text().split("RssAnon:")[1].split()[0])
 
     def mb(self) -> float:
         return self._kib / 1024
 
     def _poll(self) -> None:
         while True:
-            status = Path("/proc/self/status").read_text()
-            self._kib = max(self._kib, int(status.split("RssAnon:")[1].split()[0]))
+            self._kib = max(self._kib, self._now())
             time.sleep(0.01)
 
 

@@ -21,12 +21,14 @@ same keys get the same ids and the remaining writes are redone, with no duplicat
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
@@ -254,7 +256,20 @@ def _put_edges(
 
 def _global(ids: Tensor, positions: Tensor) -> Tensor:
     """The global ids of local ``positions``: themselves when the ids are ``0 .. N-1`` in local
-    order (a first ingest), so no copy of the edges is made."""
+    order (a first ingest), so no copy of the edges is made; translated a chunk at a time into
+    an unnamed temporary file (in ``$TMPDIR``), read back memory-mapped, when there are more
+    than ``TRANSLATE_CHUNK`` (a re-attach's edges stay out of the heap, as its read left them)."""
     if torch.equal(ids, torch.arange(ids.numel())):
         return positions
-    return ids[positions]
+    if positions.numel() <= TRANSLATE_CHUNK:
+        return ids[positions]
+    with tempfile.TemporaryFile() as file:
+        out = np.memmap(file, dtype=np.int64, mode="w+", shape=(positions.numel(),))
+    for low in range(0, positions.numel(), TRANSLATE_CHUNK):
+        high = min(positions.numel(), low + TRANSLATE_CHUNK)
+        out[low:high] = ids[positions[low:high]].numpy()
+    return torch.from_numpy(out)
+
+
+TRANSLATE_CHUNK = 1 << 22
+"""Edge ends translated to global ids at a time (32 MB of int64)."""

@@ -249,7 +249,7 @@ def _read_graph(
         props = ", ".join(f"n.{quoted(p)}" for p in entry.features.values())
         rows = tx.run(f"MATCH (n:{quoted(label)}) RETURN {key_of(entry.key, 'n')} AS key, [{props}] AS props")
         key_list: list[Any] = []
-        pages: list[list[Tensor]] = [[] for _ in entry.features]
+        pages = [_SpilledColumn() for _ in entry.features]
         values: list[list[Any]] = [[] for _ in entry.features]
 
         def flush() -> None:  # a page's property values become tensors at once (a list of floats: 8x)
@@ -274,7 +274,7 @@ def _read_graph(
         keys[label] = _keys(label, entry.key, key_list)
         data[label].num_nodes = len(key_list)
         for (name, prop), page in zip(entry.features.items(), pages):
-            data[label][name] = _joined(f"label {label!r}, property {prop!r}", page)
+            data[label][name] = page.joined(f"label {label!r}, property {prop!r}")
         report.nodes[label] = len(key_list)
     for edge_type in spec.relationships:
         edges = _read_relationships(tx, spec, edge_type, keys, progress)
@@ -323,7 +323,7 @@ def _read_relationships(
     )
     src_index, dst_index = pd.Index(keys[src]), pd.Index(keys[dst])
     spilled = _SpilledEdges()
-    columns: list[list[Tensor]] = [[] for _ in features]
+    columns = [_SpilledColumn() for _ in features]
     sources, degrees, targets, values = [], [], [], [[] for _ in features]
 
     def flush() -> None:
@@ -362,7 +362,7 @@ def _read_relationships(
                 held = 0
         flush()
     return _Relationships(spilled.edge_index(), {
-        name: _joined(f"relationship type {rel!r} ({src} -> {dst}), property {prop!r}", column)
+        name: column.joined(f"relationship type {rel!r} ({src} -> {dst}), property {prop!r}")
         for (name, prop), column in zip(features.items(), columns)
     })
 
@@ -392,21 +392,49 @@ class _SpilledEdges:
             return torch.from_numpy(np.memmap(self._row, dtype=np.int64, mode="r+", shape=(2, self._count)))
 
 
-def _joined(what: str, pages: list[Tensor]) -> Tensor:
-    """One property's pages as one tensor: integers become floats beside floats, as within a page.
+class _SpilledColumn:
+    """One property's pages of values, appended to an unnamed temporary file (in ``$TMPDIR``) and
+    joined into another one, read back memory-mapped: the attach holds a page, not the column."""
 
-    Raises:
-        InvalidRequestError: pages of lists of other lengths, or booleans beside numbers.
-    """
-    pages = [t for t in pages if t.shape[0]]
-    shapes = {tuple(t.shape[1:]) for t in pages}
-    if len(shapes) > 1:
-        raise InvalidRequestError(f"{what}: lists of {sorted(s[0] for s in shapes)} values; every one needs one length")
-    dtypes = {t.dtype for t in pages}
-    if torch.bool in dtypes and len(dtypes) > 1:
-        raise InvalidRequestError(f"{what}: booleans beside numbers; use one kind")
-    dtype = torch.float32 if torch.float32 in dtypes else dtypes.pop() if dtypes else torch.float32
-    return torch.cat([t.to(dtype) for t in pages]) if pages else torch.empty(0)
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()
+        self._pages: list[tuple[torch.dtype, tuple[int, ...], int]] = []  # dtype, shape, offset
+
+    def append(self, page: Tensor) -> None:
+        if page.shape[0]:
+            self._pages.append((page.dtype, tuple(page.shape), self._file.tell()))
+            self._file.write(np.ascontiguousarray(page.numpy()).data)
+
+    def joined(self, what: str) -> Tensor:
+        """One tensor over the pages: integers become floats beside floats, as within a page.
+
+        Raises:
+            InvalidRequestError: pages of lists of other lengths, or booleans beside numbers.
+        """
+        with self._file:
+            shapes = {shape[1:] for _, shape, _ in self._pages}
+            if len(shapes) > 1:
+                lengths = sorted(shape[0] for shape in shapes)
+                raise InvalidRequestError(f"{what}: lists of {lengths} values; every one needs one length")
+            dtypes = {dtype for dtype, _, _ in self._pages}
+            if torch.bool in dtypes and len(dtypes) > 1:
+                raise InvalidRequestError(f"{what}: booleans beside numbers; use one kind")
+            if not self._pages:
+                return torch.empty(0)
+            dtype = _numpy_dtype(torch.float32 if torch.float32 in dtypes else dtypes.pop())
+            rows = sum(shape[0] for _, shape, _ in self._pages)
+            with tempfile.TemporaryFile() as file:
+                out = np.memmap(file, dtype=dtype, mode="w+", shape=(rows, *shapes.pop()))
+            at = 0
+            for page_dtype, shape, offset in self._pages:
+                out[at:at + shape[0]] = np.memmap(self._file, dtype=_numpy_dtype(page_dtype), mode="r",
+                                                  offset=offset, shape=shape)
+                at += shape[0]
+            return torch.from_numpy(out)
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return torch.empty(0, dtype=dtype).numpy().dtype
 
 
 def _keys(label: str, key: str | None, values: list[Any]) -> np.ndarray:

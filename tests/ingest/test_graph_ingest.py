@@ -6,6 +6,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnstore.ingest.generator import generate_hetero_graph
+from gnnstore.ingest import graph_ingest
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.ingest.planetoid import load_planetoid
 from gnnstore.common.errors import InvalidRequestError, MalformedFileError
@@ -109,6 +110,20 @@ def test_new_keys_update_known_rows_and_append_new_ones(tmp_path):
         assert stores.id_map.to_keys(None, torch.arange(4)) == ["a", "b", "c", "d"]
         assert torch.equal(stores.feature_store.get_tensor(None, "x", None),
                            torch.tensor([[1.0], [2.0], [30.0], [40.0]]))
+
+
+@pytest.mark.parametrize("edge_files", [False, True], ids=["kuzu", "edge-files"])
+def test_edges_of_known_keys_in_a_new_order_are_translated_in_chunks(tmp_path, monkeypatch, edge_files):
+    monkeypatch.setattr(graph_ingest, "TRANSLATE_CHUNK", 3)  # 10 edges: four chunks
+    keys = [f"k{i}" for i in range(6)]
+    edge_index = torch.tensor([[0, 1, 2, 3, 4, 5, 0, 2, 4, 1], [1, 2, 3, 4, 5, 0, 3, 5, 1, 4]])
+    with open_stores(tmp_path, edge_files=edge_files) as stores:
+        ingest_graph(Data(x=torch.ones(6, 1), edge_index=edge_index), stores, keys={None: keys})
+        shuffled = [keys[i] for i in (5, 3, 1, 0, 2, 4)]  # local position p now holds shuffled[p]
+        local = torch.tensor([shuffled.index(k) for k in keys])
+        ingest_graph(Data(x=torch.ones(6, 1), edge_index=local[edge_index]), stores, keys={None: shuffled})
+        row, col = stores.graph_store.get_edge_index(None, "coo")
+        assert torch.equal(torch.stack([row, col]), edge_index)  # the same edges by key, so by id
 
 
 def test_bad_input_raises_before_anything_is_written(tmp_path):
