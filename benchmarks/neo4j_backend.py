@@ -144,6 +144,7 @@ def bulk_import(tmp: Path, num_nodes: int, num_edges: int, export: bool = False)
             export_rates(store, (row, col))
             attach(neo4j.uri, tmp, num_edges)
             attach(neo4j.uri, tmp, num_edges, edge_files=False)
+            attach(neo4j.uri, tmp, num_edges, edge_feature=True)
         store.close()
     finally:
         neo4j.stop()
