@@ -1,6 +1,6 @@
 """PyG GraphStore over plain ``.npy`` edge lists in a folder, written and read in bounded memory.
 
-Kùzu's ``COPY`` of a rel table holds a put's edges in memory (40–80 bytes an edge), so a
+Kùzu's ``COPY`` of a rel table holds a put's edges in memory (~100 bytes an edge at 20M), so a
 graph of a billion edges does not fit. This store writes a put's COO expansion to two int64
 ``.npy`` files a chunk at a time and reads them memory-mapped: a put of edges that are
 themselves memory-mapped (an attach's spilled edges) and a scan for the topology snapshot
@@ -34,10 +34,10 @@ from torch_geometric.data import EdgeAttr
 from torch_geometric.data.graph_store import EdgeLayout
 
 from gnnstore.common.durable_file import sync_directory, write_durably
-from gnnstore.common.errors import InvalidRequestError, PreconditionError, ResourceExhaustedError
-from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
+from gnnstore.common.errors import PreconditionError, ResourceExhaustedError
+from gnnstore.stores.base import DEFAULT_CHUNK_EDGES
 from gnnstore.stores.edge_layout import EdgeTypeKey, check_edge_type, from_coo, to_coo
-from gnnstore.stores.edge_records import canonical_record, edge_attrs, edge_key
+from gnnstore.stores.edge_records import RecordedGraphStore, edge_key
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ _WRITE_CHUNK = 1 << 22
 """Edges copied into a file per write: 32 MB of int64."""
 
 
-class EdgeFileGraphStore(BaseGraphStore):
+class EdgeFileGraphStore(RecordedGraphStore):
     """PyG GraphStore (plus streaming and versions) over ``.npy`` edge lists in ``path``.
 
     Args:
@@ -102,10 +102,7 @@ class EdgeFileGraphStore(BaseGraphStore):
             NotFoundError: no edges of ``edge_type`` are stored.
             InvalidRequestError: ``chunk_size`` below 1 or a malformed edge type.
         """
-        edge_type = check_edge_type(edge_type)
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-            raise InvalidRequestError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
-        row, col = self._open_edges(canonical_record(self._meta, edge_type))
+        row, col = self._open_edges(self._scan_record(edge_type, chunk_size))
         for low in range(0, row.shape[0], chunk_size):
             high = min(row.shape[0], low + chunk_size)
             yield (torch.from_numpy(np.array(row[low:high])), torch.from_numpy(np.array(col[low:high])),
@@ -160,15 +157,7 @@ class EdgeFileGraphStore(BaseGraphStore):
         logger.info("edge type %r (%s) removed", edge_type, edge_attr.layout)
         return True
 
-    def get_all_edge_attrs(self) -> list[EdgeAttr]:
-        """One fresh ``EdgeAttr`` per stored (edge type, layout), in first-put order."""
-        return edge_attrs(self._meta)
-
     # ---- internals -------------------------------------------------------------------------
-
-    def _check_writable(self) -> None:
-        if self.read_only:
-            raise PreconditionError(f"graph store {self.path} is open read-only")
 
     def _load_meta(self) -> dict:
         file = self.path / META_FILE

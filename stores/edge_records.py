@@ -1,4 +1,5 @@
-"""The metadata records both embedded graph stores keep per stored (edge type, layout).
+"""The metadata records both embedded graph stores keep per stored (edge type, layout), and
+what the stores do alike over them (``RecordedGraphStore``).
 
 A store's metadata is a dict of json values: ``edge:<json [edge type, layout]>`` -> a record
 with at least ``size``, ``is_sorted``, ``num_edges`` and ``seq`` (the first-put order, kept when
@@ -7,12 +8,14 @@ an edge type is put again); other keys are the store's own.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from torch_geometric.data import EdgeAttr
 from torch_geometric.data.graph_store import EdgeLayout
 
-from gnnstore.common.errors import NotFoundError
-from gnnstore.stores.edge_layout import EdgeTypeKey
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.stores.base import BaseGraphStore
+from gnnstore.stores.edge_layout import EdgeTypeKey, check_edge_type
 
 _PREFIX = "edge:"
 
@@ -57,3 +60,31 @@ def canonical_record(meta: dict, edge_type: EdgeTypeKey) -> dict:
             f"no edges of edge type {edge_type!r} are stored (stored: {', '.join(stored) or 'none'})"
         )
     return mine[0]
+
+
+class RecordedGraphStore(BaseGraphStore):
+    """A graph store whose subclass keeps ``path``, ``read_only`` and ``_meta`` (these records)."""
+
+    path: Path
+    read_only: bool
+    _meta: dict
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        """One fresh ``EdgeAttr`` per stored (edge type, layout), in first-put order."""
+        return edge_attrs(self._meta)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise PreconditionError(f"graph store {self.path} is open read-only")
+
+    def _scan_record(self, edge_type: object, chunk_size: object) -> dict:
+        """The canonical record of ``edge_type``, to be read in chunks of ``chunk_size``.
+
+        Raises:
+            NotFoundError: no edges of ``edge_type`` are stored.
+            InvalidRequestError: ``chunk_size`` below 1 or a malformed edge type.
+        """
+        edge_type = check_edge_type(edge_type)
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise InvalidRequestError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+        return canonical_record(self._meta, edge_type)

@@ -42,8 +42,8 @@ from torch import Tensor
 from torch_geometric.data import EdgeAttr
 from torch_geometric.data.graph_store import EdgeLayout
 
-from gnnstore.common.errors import InvalidRequestError, PreconditionError
-from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
+from gnnstore.common.errors import PreconditionError
+from gnnstore.stores.base import DEFAULT_CHUNK_EDGES
 from gnnstore.stores.edge_layout import (
     EdgeTypeKey,
     check_edge_type,
@@ -51,7 +51,7 @@ from gnnstore.stores.edge_layout import (
     node_types_of,
     to_coo,
 )
-from gnnstore.stores.edge_records import canonical_record, edge_attrs, edge_key
+from gnnstore.stores.edge_records import RecordedGraphStore, edge_key
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ _META = "gnnstore_meta"
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
 
-class KuzuGraphStore(BaseGraphStore):
+class KuzuGraphStore(RecordedGraphStore):
     """PyG GraphStore (plus streaming and versions) over an embedded Kùzu database.
 
     Args:
@@ -122,10 +122,7 @@ class KuzuGraphStore(BaseGraphStore):
             NotFoundError: no edges of ``edge_type`` are stored.
             InvalidRequestError: ``chunk_size`` below 1 or a malformed edge type.
         """
-        edge_type = check_edge_type(edge_type)
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-            raise InvalidRequestError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
-        info = canonical_record(self._meta, edge_type)
+        info = self._scan_record(edge_type, chunk_size)
         total, page = info["num_edges"], max(chunk_size, self.page_edges)
         for low in range(0, total, page):
             high = min(total, low + page)
@@ -196,15 +193,7 @@ class KuzuGraphStore(BaseGraphStore):
         logger.info("edge type %r (%s) removed", edge_type, edge_attr.layout)
         return True
 
-    def get_all_edge_attrs(self) -> list[EdgeAttr]:
-        """One fresh ``EdgeAttr`` per stored (edge type, layout), in first-put order."""
-        return edge_attrs(self._meta)
-
     # ---- internals -------------------------------------------------------------------------
-
-    def _check_writable(self) -> None:
-        if self.read_only:
-            raise PreconditionError(f"graph store {self.path} is open read-only")
 
     def _run(self, query: str, parameters: dict | None = None) -> kuzu.QueryResult:
         with self._lock:
