@@ -26,6 +26,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import torch
@@ -64,7 +65,7 @@ class EdgeFileGraphStore(RecordedGraphStore):
         self.path = Path(path)
         self.read_only = read_only
         self._lock = threading.Lock()
-        self._lock_file = None
+        self._lock_file: BinaryIO | None = None
         if not read_only:
             self.path.mkdir(parents=True, exist_ok=True)
             self._lock_file = _exclusive_lock(self.path / _LOCK_FILE)
@@ -180,16 +181,21 @@ class EdgeFileGraphStore(RecordedGraphStore):
         self._meta = meta
 
     def _open_edges(self, info: dict) -> tuple[np.ndarray, np.ndarray]:
-        """``(row, col)`` of one record, memory-mapped read-only."""
+        """``(row, col)`` of one record, memory-mapped read-only.
+
+        Raises:
+            PreconditionError: the files are gone (a writer replaced them after this reader
+                read the metadata) or damaged (short, or not int64 ``.npy``).
+        """
+        where = f"graph store {self.path}: the edge files {info['file']}.*"
         try:
             ends = [np.load(self.path / f"{info['file']}.{side}.npy", mmap_mode="r") for side in ("row", "col")]
-        except (OSError, ValueError) as exc:
-            raise PreconditionError(
-                f"graph store {self.path}: the edge files {info['file']}.* cannot be read ({exc}); the "
-                "store changed under this reader (open it again) or is damaged"
-            ) from None
-        if any(ids.shape != (info["num_edges"],) or ids.dtype != np.int64 for ids in ends):
-            raise PreconditionError(f"graph store {self.path}: the edge files {info['file']}.* are damaged")
+        except FileNotFoundError:
+            raise PreconditionError(f"{where} are gone: a writer replaced them; open the store again") from None
+        except (OSError, ValueError):
+            ends = []
+        if not ends or any(ids.shape != (info["num_edges"],) or ids.dtype != np.int64 for ids in ends):
+            raise PreconditionError(f"{where} are damaged")
         return ends[0], ends[1]
 
     def _remove_files(self, file: str) -> None:
@@ -228,7 +234,7 @@ def _write_ids(file: Path, ids: np.ndarray, edge_type: EdgeTypeKey) -> None:
         raise
 
 
-def _exclusive_lock(file: Path):
+def _exclusive_lock(file: Path) -> BinaryIO:
     """An open handle holding an exclusive ``flock`` on ``file``.
 
     Raises:

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import kuzu
@@ -183,3 +184,43 @@ def test_replaced_edge_files_go_and_a_reader_keeps_its_version(tmp_path: Path) -
         row = torch.cat([first[0], *(c[0] for c in rest)])
         assert torch.equal(row, random_coo(5, 5, 30, seed=1)[0])
         reader.close()
+
+
+def test_edge_files_take_puts_from_several_threads_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "graph.edges"
+    edges = {("n", f"r{i}", "n"): random_coo(20, 20, 100 + i, seed=i) for i in range(8)}
+    with EdgeFileGraphStore(path) as store, ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda item: store.put_edge_index(item[1], item[0], "coo", size=(20, 20)), edges.items()))
+        assert store.version().endswith("-8")  # every put switched once
+    with EdgeFileGraphStore(path, read_only=True) as store:
+        assert {attr.edge_type for attr in store.get_all_edge_attrs()} == set(edges)
+        for edge_type, (row, col) in edges.items():
+            got = store.get_edge_index(edge_type, "coo")
+            assert torch.equal(got[0], row) and torch.equal(got[1], col)
+        assert len(list(path.glob("e*.npy"))) == 16
+
+
+def test_damaged_edge_files_are_named_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "graph.edges"
+    with EdgeFileGraphStore(path) as store:
+        store.put_edge_index(random_coo(5, 5, 30), None, "coo", size=(5, 5))
+    (row_file,) = path.glob("e*.row.npy")
+    row_file.write_bytes(row_file.read_bytes()[:-8])  # one edge short
+    with EdgeFileGraphStore(path, read_only=True) as store:
+        with pytest.raises(PreconditionError, match=r"the edge files e\d+\.\* are damaged"):
+            list(store.iter_edge_index(None))
+    (path / "meta.json").write_text("{not json")
+    with pytest.raises(PreconditionError, match="meta.json is unreadable"):
+        EdgeFileGraphStore(path, read_only=True)
+
+
+def test_a_reader_whose_edge_files_were_replaced_is_told_to_open_again(tmp_path: Path) -> None:
+    path = tmp_path / "graph.edges"
+    with EdgeFileGraphStore(path) as store:
+        store.put_edge_index(random_coo(5, 5, 30), None, "coo", size=(5, 5))
+        with EdgeFileGraphStore(path, read_only=True) as reader:
+            store.put_edge_index(random_coo(5, 5, 40), None, "coo", size=(5, 5))
+            with pytest.raises(PreconditionError, match="are gone: a writer replaced them; open the store again"):
+                reader.get_edge_index(None, "coo")
+        with EdgeFileGraphStore(path, read_only=True) as reader:
+            assert reader.get_edge_index(None, "coo")[0].numel() == 40
