@@ -37,7 +37,7 @@ from torch_geometric.data.graph_store import EdgeLayout
 from gnnstore.common.durable_file import sync_directory, write_durably
 from gnnstore.common.errors import PreconditionError, ResourceExhaustedError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES
-from gnnstore.stores.edge_layout import EdgeTypeKey, check_edge_type, from_coo, to_coo
+from gnnstore.stores.edge_layout import EdgeTypeKey, check_edge_type, to_coo
 from gnnstore.stores.edge_records import RecordedGraphStore, edge_key
 
 logger = logging.getLogger(__name__)
@@ -136,15 +136,6 @@ class EdgeFileGraphStore(RecordedGraphStore):
         logger.info("edge type %r (%s): %d edges put into %s", edge_type, layout.value, edges.row.size, file)
         return True
 
-    def _get_edge_index(self, edge_attr: EdgeAttr) -> tuple[Tensor, Tensor] | None:
-        edge_type = check_edge_type(edge_attr.edge_type)
-        layout = EdgeLayout(edge_attr.layout)
-        info = self._meta.get(edge_key(edge_type, layout))
-        if info is None:
-            return None
-        row, col = self._open_edges(info)
-        return from_coo(np.array(row), np.array(col), layout, tuple(info["size"]))
-
     def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
         self._check_writable()
         edge_type = check_edge_type(edge_attr.edge_type)
@@ -179,6 +170,10 @@ class EdgeFileGraphStore(RecordedGraphStore):
         meta["version"] = f"{store_id}-{int(counter) + 1}"
         write_durably(self.path / META_FILE, json.dumps(meta).encode())
         self._meta = meta
+
+    def _all_edges(self, info: dict) -> tuple[np.ndarray, np.ndarray]:
+        row, col = self._open_edges(info)
+        return np.array(row), np.array(col)
 
     def _open_edges(self, info: dict) -> tuple[np.ndarray, np.ndarray]:
         """``(row, col)`` of one record, memory-mapped read-only.

@@ -8,14 +8,18 @@ an edge type is put again); other keys are the store's own.
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from pathlib import Path
+
+import numpy as np
+from torch import Tensor
 
 from torch_geometric.data import EdgeAttr
 from torch_geometric.data.graph_store import EdgeLayout
 
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.stores.base import BaseGraphStore
-from gnnstore.stores.edge_layout import EdgeTypeKey, check_edge_type
+from gnnstore.stores.edge_layout import EdgeTypeKey, check_edge_type, from_coo
 
 _PREFIX = "edge:"
 
@@ -72,6 +76,19 @@ class RecordedGraphStore(BaseGraphStore):
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
         """One fresh ``EdgeAttr`` per stored (edge type, layout), in first-put order."""
         return edge_attrs(self._meta)
+
+    def _get_edge_index(self, edge_attr: EdgeAttr) -> tuple[Tensor, Tensor] | None:
+        edge_type = check_edge_type(edge_attr.edge_type)
+        layout = EdgeLayout(edge_attr.layout)
+        info = self._meta.get(edge_key(edge_type, layout))
+        if info is None:
+            return None
+        row, col = self._all_edges(info)
+        return from_coo(row, col, layout, tuple(info["size"]))
+
+    @abstractmethod
+    def _all_edges(self, info: dict) -> tuple[np.ndarray, np.ndarray]:
+        """``(row, col)`` of one record in edge-id order, as int64 arrays the caller owns."""
 
     def _check_writable(self) -> None:
         if self.read_only:

@@ -47,7 +47,6 @@ from gnnstore.stores.base import DEFAULT_CHUNK_EDGES
 from gnnstore.stores.edge_layout import (
     EdgeTypeKey,
     check_edge_type,
-    from_coo,
     node_types_of,
     to_coo,
 )
@@ -169,15 +168,6 @@ class KuzuGraphStore(RecordedGraphStore):
                     edges.row.size, table)
         return True
 
-    def _get_edge_index(self, edge_attr: EdgeAttr) -> tuple[Tensor, Tensor] | None:
-        edge_type = check_edge_type(edge_attr.edge_type)
-        layout = EdgeLayout(edge_attr.layout)
-        info = self._meta.get(edge_key(edge_type, layout))
-        if info is None:
-            return None
-        row, col = self._read_edges(info, 0, info["num_edges"])
-        return from_coo(row, col, layout, tuple(info["size"]))
-
     def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
         self._check_writable()
         edge_type = check_edge_type(edge_attr.edge_type)
@@ -259,6 +249,9 @@ class KuzuGraphStore(RecordedGraphStore):
             info = {**info, "num_nodes": num_nodes}
         self._set_meta(key, info)
         return info["table"]
+
+    def _all_edges(self, info: dict) -> tuple[np.ndarray, np.ndarray]:
+        return self._read_edges(info, 0, info["num_edges"])
 
     def _read_edges(self, info: dict, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
         """(row, col) of edge ids ``low .. high-1`` in edge-id order, through one Arrow export."""
