@@ -40,6 +40,7 @@ from gnnstore.client.batch_buffers import BATCH_BUFFERS
 from gnnstore.client.cache_policy import EVICTION_POLICIES
 from gnnstore.client.cache_slot import CacheSlot
 from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.common.cpu_prefetch import prefetch
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.row_copy import copy_rows, row_words
 
@@ -49,6 +50,10 @@ STATIC = "static"
 POLICY_NAMES = (STATIC, *EVICTION_POLICIES, *(f"{STATIC}+{n}" for n in EVICTION_POLICIES))
 
 FetchMissing = Callable[[Tensor], list[Tensor]]
+
+LOCATE_AHEAD = 32
+"""Ids whose map entries ``_locate`` requests ahead (measured with cold caches, 33k ids of a
+1M-node map: 8 ahead 1.9 ms, 16 1.3 ms, 32 1.1 ms, none 2.0-2.8 ms)."""
 
 
 @numba.njit(cache=True, nogil=True)
@@ -68,6 +73,14 @@ def _locate(
     missing = np.empty(n, dtype=np.int64)
     num_hits = num_missing = 0
     for i in range(n):
+        # Both maps are read at random; a trainer's other work (and a server beside it) evicts
+        # them from the CPU's caches between batches, so ask for each id's entries ahead.
+        if i + LOCATE_AHEAD < n:
+            prefetch(id2pos, ids[i + LOCATE_AHEAD])
+        if i + LOCATE_AHEAD // 2 < n:
+            ahead = id2pos[ids[i + LOCATE_AHEAD // 2]]
+            if ahead >= 0:
+                prefetch(pos2id, ahead)
         p = id2pos[ids[i]]
         if p >= 0:
             if pos2id[p] >= 0:
