@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+import numba
 import numpy as np
 import torch
 from torch import Tensor
@@ -21,6 +22,7 @@ from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.served_data import SampledVersion
 from gnnstore.backend.tiered_feature_store import TieredFeatureStore
 from gnnstore.common.allocate import Allocate
+from gnnstore.common.cpu_prefetch import prefetch
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.common.graph_types import edge_group_of, edge_type_of_group, is_edge_group
 from gnnstore.proto.codec import describe
@@ -28,6 +30,9 @@ from gnnstore.proto.reply_segment import ALIGNMENT, ArrayWriter
 from gnnstore.proto.sample_codec import IdBitmap, NodeRows, RowRequest, distinct_in_order, narrowed
 
 logger = logging.getLogger(__name__)
+
+HOT_AHEAD = 32
+"""Sampled nodes whose hot-mask byte is requested ahead of the one tested."""
 
 
 class RowGatherer:
@@ -129,9 +134,7 @@ class RowGatherer:
         prefix = request.hot.get(group)
         if prefix is not None and prefix.count and not is_edge_group(group):
             if self.ranking is not None and prefix.version == self.ranking.version:
-                hot = self.ranking.hot_mask(group, prefix.count)
-                inside = ids < hot.shape[0]  # nodes added by graph writes are never in the hot set
-                keep[inside] &= ~hot[ids[inside]]
+                _drop_hot(keep, ids, self.ranking.hot_mask(group, prefix.count))
             else:
                 logger.debug("hot prefix of version %r ignored: the ranking differs", prefix.version)
         known = request.known.get(group)
@@ -165,6 +168,18 @@ class RowGatherer:
                 f"{limit:,} a reply; use fewer seeds or smaller fanouts, or raise the limit with "
                 "`gnnstore serve --max-reply-bytes` (GNNSTORE_MAX_REPLY_BYTES)"
             )
+
+
+@numba.njit(cache=True, nogil=True)
+def _drop_hot(keep: np.ndarray, ids: np.ndarray, hot: np.ndarray) -> None:
+    """``keep[i] = False`` where ``ids[i]`` is hot; ids past the mask (nodes added by graph
+    writes) never are. The mask is read at random, so entries are requested ahead."""
+    n, count = ids.shape[0], hot.shape[0]
+    for i in range(n):
+        if i + HOT_AHEAD < n and ids[i + HOT_AHEAD] < count:
+            prefetch(hot, ids[i + HOT_AHEAD])
+        if ids[i] < count and hot[ids[i]]:
+            keep[i] = False
 
 
 def _sampled_ids(out: SamplerOutput | HeteroSamplerOutput) -> dict[object, Tensor]:
