@@ -96,6 +96,20 @@ def test_disjoint_batches_repeat_nodes_and_stay_exact(
     assert repeated > 0 and fs.cache.total().hits > 0  # the node lists did repeat nodes
 
 
+@pytest.mark.parametrize("shared_memory", [True, False], ids=["aligned-in-segment", "socket"])
+def test_a_batch_naming_a_seed_twice_stays_exact(
+    homo_server: ServerProcess, homo_graph: Data, shared_memory: bool
+) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=60 * ROW_BYTES, cache_policy="static",
+                     shared_memory=shared_memory)
+    cold = hottest(homo_graph.edge_index, homo_graph.num_nodes)[-3:]  # never in the hot set: their rows travel
+    seeds = cold[[0, 1, 0, 2, 1, 0]]
+    (batch,) = loader(fs, gs, seeds)
+    assert batch.n_id[: seeds.numel()].tolist() == seeds.tolist()  # the node list repeats them
+    for attr in ("x", "y", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(batch[attr], homo_graph[attr][batch.n_id]), attr
+
+
 def test_the_hot_set_is_the_top_out_degree_nodes_and_saves_bytes(
     homo_server: ServerProcess, homo_graph: Data
 ) -> None:
