@@ -1,8 +1,9 @@
-"""The server's feature read tier: per (node type, attr) a memory-mapped array exported from RocksDB.
+"""The server's feature read tier: per (node type, attr) an array exported from RocksDB.
 
 RocksDB stays the durable, updatable truth; its point reads are far too slow for training
-(~230k rows/s), so reads come from contiguous ``.npy`` arrays exported from it in bulk and
-memory-mapped (a feature set bigger than RAM is served through the page cache). The tier is
+(~230k rows/s), so reads come from contiguous ``.npy`` arrays exported from it in bulk, held
+in memory when they fit the tier's budget, else memory-mapped (a feature set bigger than RAM
+is served through the page cache). The tier is
 versioned with the store: ``refresh(store)`` compares ``store.version()`` with the tier's and,
 when they differ, exports a new version folder and swaps it in. Told what one write changed
 (a ``Change``: rows of one attr, or one attr whole or removed) and holding the version that
@@ -19,7 +20,7 @@ Layout of ``directory``::
 
 A swap renames a complete folder into place and then replaces ``CURRENT``; a reader that
 holds the old version (``snapshot()`` or a running ``gather``) keeps reading its own
-memory-maps, which stay valid after the old folder is deleted.
+arrays (maps stay valid after the old folder is deleted).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,6 +39,7 @@ import torch
 from torch import Tensor
 
 from gnnstore.backend.disk import full_disk_as_error, preallocated_npy
+from gnnstore.backend.resident_arrays import file_identity, in_memory
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.common.allocate import Allocate
 from gnnstore.common.row_copy import copy_rows, row_words
@@ -76,12 +78,14 @@ def _group_key(group: Any) -> Any:
 
 @dataclass(frozen=True)
 class TierArray:
-    """One exported (node type, attr): its rows, read-only and memory-mapped."""
+    """One exported (node type, attr): its rows, read-only, memory-mapped or held in memory
+    (``resident_from``: the (device, inode) of the file they were read from)."""
 
     group_name: Any
     attr_name: str | None
     dtype: torch.dtype
     rows: np.ndarray
+    resident_from: tuple[int, int] | None = None
 
     def gather(
         self, ids: Any, empty: Allocate | None = None, placement: tuple[np.ndarray, int] | None = None
@@ -143,25 +147,43 @@ class TierSnapshot:
             )
         return found
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every array's rows."""
+        return sum(a.rows.nbytes for a in self.arrays.values())
+
+    @property
+    def resident(self) -> bool:
+        """Whether the arrays are held in memory (else memory-mapped)."""
+        return any(a.resident_from is not None for a in self.arrays.values())
+
     @classmethod
-    def open(cls, path: Path) -> TierSnapshot:
-        """Memory-map a complete version folder.
+    def open(cls, path: Path, resident_bytes: int = 0, previous: TierSnapshot | None = None) -> TierSnapshot:
+        """Memory-map a complete version folder; hold its arrays in memory instead when they
+        fit in ``resident_bytes`` together. An array whose file is the one ``previous`` read
+        (a hard link: unchanged by the write) keeps the copy ``previous`` holds.
 
         Raises:
             PreconditionError: a missing or unreadable manifest or array.
         """
         try:
             manifest = json.loads((path / MANIFEST).read_text())
-            arrays = {}
+            arrays, files = {}, {}
             for entry in manifest["arrays"]:
                 group, attr = _group_key(entry["group_name"]), entry["attr_name"]
                 shape = tuple(entry["shape"])
-                file = path / entry["file"]
+                files[(group, attr)] = file = path / entry["file"]
                 # an empty file cannot be memory-mapped; it holds no rows to page in anyway
                 rows = np.load(file, mmap_mode="r" if np.prod(shape) else None)
                 if rows.shape != shape:
                     raise ValueError(f"{file}: shape {rows.shape}, manifest says {shape}")
                 arrays[(group, attr)] = TierArray(group, attr, getattr(torch, entry["dtype"]), rows)
+            if sum(a.rows.nbytes for a in arrays.values()) <= resident_bytes:
+                held = {} if previous is None else {a.resident_from: a.rows for a in previous.arrays.values()}
+                for key, array in arrays.items():
+                    source = file_identity(files[key])
+                    rows = held[source] if source in held else in_memory(array.rows)
+                    arrays[key] = replace(array, rows=rows, resident_from=source)
             return cls(manifest["version"], path, arrays)
         except (OSError, ValueError, KeyError) as exc:
             raise PreconditionError(
@@ -302,17 +324,20 @@ def _export_array(store: VersionedFeatureStore, schema: Any, build: Path, k: int
 
 
 class FeatureTier:
-    """Memory-mapped feature arrays in ``directory``, rebuilt from the store when it changes.
+    """Feature arrays in ``directory``, rebuilt from the store when it changes: held in memory
+    when they fit in ``resident_bytes`` together (``resident_arrays.py``), else memory-mapped.
 
-    Opening is cheap and safe in many processes; only one process should ``refresh``.
+    Opening is safe in many processes; only one process should ``refresh``.
     """
 
-    def __init__(self, directory: str | os.PathLike) -> None:
+    def __init__(self, directory: str | os.PathLike, resident_bytes: int = 0) -> None:
         self.directory = Path(directory)
+        self.resident_bytes = resident_bytes
         self._snapshot: TierSnapshot | None = None
         pointer = self.directory / CURRENT
         if pointer.is_file():
-            self._snapshot = TierSnapshot.open(self.directory / pointer.read_text().strip())
+            self._snapshot = TierSnapshot.open(self.directory / pointer.read_text().strip(), resident_bytes)
+            self._log_live()
 
     @property
     def version(self) -> str | None:
@@ -363,17 +388,22 @@ class FeatureTier:
                 folder = export_change(store, self.directory, base, change)
             if folder is None:
                 folder = export_snapshot(store, self.directory)
-        snap = TierSnapshot.open(folder)
+        snap = TierSnapshot.open(folder, self.resident_bytes, previous=base)
         pointer = self.directory / f".{CURRENT}-{uuid.uuid4().hex}"
         pointer.write_text(folder.name)
         os.replace(pointer, self.directory / CURRENT)
         self._snapshot = snap
         self._sweep(keep=(folder.name,))
-        logger.info(
-            "feature tier %s: now at store version %s (%d arrays)",
-            self.directory, snap.version, len(snap.arrays),
-        )
+        self._log_live()
         return True
+
+    def _log_live(self) -> None:
+        snap = self.snapshot()
+        logger.info(
+            "feature tier %s: at store version %s (%d arrays, %d bytes, %s)",
+            self.directory, snap.version, len(snap.arrays), snap.nbytes,
+            "in memory" if snap.resident else f"memory-mapped, over the budget of {self.resident_bytes} in memory",
+        )
 
     def _sweep(self, keep: Iterable[str]) -> None:
         """Delete version and build folders other than ``keep`` (open memory-maps stay valid)."""

@@ -22,6 +22,7 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.feature_tier import FeatureTier
+from gnnstore.backend.resident_arrays import resident_budget
 from gnnstore.backend.graph_versions import GraphVersions, GraphView
 from gnnstore.backend.graph_write_log import WriteLog
 from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler
@@ -177,7 +178,7 @@ def open_served_data(config: ServerConfig) -> ServedData:
             summary, sampling = _live(stores.graph_store, counts, config.max_fanout)
         else:
             summary, sampling, ranking, versions = _snapshot(stores, config, counts)
-        tier = FeatureTier(config.data_dir / FEATURE_TIER)
+        tier = FeatureTier(config.data_dir / FEATURE_TIER, resident_budget(config.resident_feature_bytes))
         tier.refresh(stores.feature_store)
     except BaseException:
         stores.close()

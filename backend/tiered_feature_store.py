@@ -1,4 +1,4 @@
-"""The server's FeatureStore: reads from the memory-mapped read tier, writes to RocksDB.
+"""The server's FeatureStore: reads from the read tier, writes to RocksDB.
 
 RocksDB stays the truth; the tier (``feature_tier.py``) holds contiguous arrays exported from
 it. Reads use the tier whenever it matches the store's version and fall back to the store

@@ -55,6 +55,10 @@ class ServerConfig:
             of their own at a lower CPU priority, so ordinary batches beside them get a core
             first (a batch of 1024 seeds with fanouts [25, 10] is bounded by 282k edges).
         max_reply_bytes: the most feature bytes one reply may gather (also MultiGet's).
+        resident_feature_bytes: the feature tier's arrays are held in memory when they fit in
+            this many bytes together (rows read at random go faster than through file maps),
+            else served memory-mapped; 0 always maps them. ``None`` (the default): a quarter
+            of the memory this process may use (the machine's, or its cgroup's limit).
         max_put_rows: the most rows one Put may write.
         auth_file: a file of ``token role [name]`` lines (roles: reader, writer, admin); every
             call but the health check then needs a token (reloaded on SIGHUP).
@@ -94,6 +98,7 @@ class ServerConfig:
     max_sample_edges: int = 50_000_000
     bulk_sample_edges: int = 4_000_000
     max_reply_bytes: int = 1 << 30
+    resident_feature_bytes: int | None = None
     max_put_rows: int = 1 << 24
     auth_file: Path | None = None
     auth_tokens: str | None = dataclasses.field(default=None, repr=False)
@@ -140,6 +145,10 @@ class ServerConfig:
             (self.bulk_sample_edges >= 0, f"bulk_sample_edges must be >= 0, got {self.bulk_sample_edges}"),
             (self.max_reply_bytes >= 1, f"max_reply_bytes must be >= 1, got {self.max_reply_bytes}"),
             (self.max_put_rows >= 1, f"max_put_rows must be >= 1, got {self.max_put_rows}"),
+            (
+                self.resident_feature_bytes is None or self.resident_feature_bytes >= 0,
+                f"resident_feature_bytes must be >= 0, got {self.resident_feature_bytes}",
+            ),
             (
                 (self.tls_cert is None) == (self.tls_key is None),
                 "tls_cert and tls_key come together (the certificate chain and its private key)",

@@ -76,6 +76,7 @@ def test_malformed_toml_names_the_file(tmp_path: Path) -> None:
         ({"GNNSTORE_MAX_MESSAGE_BYTES": "1000"}, "at least 268435456"),
         ({"GNNSTORE_GRAPH_BACKEND": "sqlite"}, "graph_backend must be one of"),
         ({"GNNSTORE_BULK_SAMPLE_EDGES": "-1"}, "bulk_sample_edges must be >= 0, got -1"),
+        ({"GNNSTORE_RESIDENT_FEATURE_BYTES": "-1"}, "resident_feature_bytes must be >= 0, got -1"),
         ({"GNNSTORE_READ_ONLY": "maybe"}, "not a valid bool"),
     ],
 )

@@ -1,4 +1,4 @@
-"""FeatureTier: memory-mapped exports equal RocksDB's rows, versioned with it, swapped atomically."""
+"""FeatureTier: exports (mapped or in memory) equal RocksDB's rows, versioned with it, swapped atomically."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnstore.backend import feature_tier
+from gnnstore.backend import feature_tier, resident_arrays
 from gnnstore.backend.feature_tier import FeatureTier
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
@@ -30,11 +30,15 @@ def store(tmp_path: Path) -> RocksDBFeatureStore:
         yield s
 
 
-@pytest.fixture
-def tier(tmp_path: Path, store: RocksDBFeatureStore, monkeypatch: pytest.MonkeyPatch) -> FeatureTier:
+@pytest.fixture(params=["memory-mapped", "in memory"])
+def tier(
+    tmp_path: Path, store: RocksDBFeatureStore, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> FeatureTier:
     monkeypatch.setattr(feature_tier, "EXPORT_CHUNK_ROWS", 64)  # several chunks per array
-    t = FeatureTier(tmp_path / "tier")
+    monkeypatch.setattr(resident_arrays, "COPY_CHUNK_BYTES", 1000)  # several chunks per array
+    t = FeatureTier(tmp_path / "tier", resident_bytes=0 if request.param == "memory-mapped" else 1 << 30)
     assert t.refresh(store)
+    assert t.snapshot().resident == (request.param == "in memory")
     return t
 
 
@@ -195,6 +199,9 @@ def test_a_change_rewrites_only_what_it_changed(tier: FeatureTier, store: RocksD
     for other in set(old) & set(new) - {key}:
         assert old[other] == new[other], f"{other} was written again"  # a hard link, not a copy
     assert (key in new) == (write != "remove")
+    if after.resident:  # unchanged arrays keep their copy in memory; the changed one is read anew
+        for other in set(old) & set(new):
+            assert (after.array(*other).rows is before.array(*other).rows) == (other != key)
     for group, attr in new:
         got = after.array(group, attr).gather(np.arange(after.array(group, attr).rows.shape[0]))
         assert torch.equal(bits(got), bits(store.get_tensor(group_name=group, attr_name=attr, index=None)))
@@ -211,3 +218,25 @@ def test_a_change_from_another_base_version_exports_everything(tier: FeatureTier
     assert tier.refresh(store, Change("some-other-version", "paper", "x", np.array([0])))
     assert not set(before.values()) & set(_inodes(tier.snapshot()).values())
     assert tier.is_current(store)
+
+
+def test_arrays_over_the_budget_are_mapped_and_within_it_held_in_memory(
+    tmp_path: Path, store: RocksDBFeatureStore
+) -> None:
+    exported = FeatureTier(tmp_path / "tier")
+    assert exported.refresh(store)
+    total = exported.snapshot().nbytes
+    for budget, resident in ((total - 1, False), (total, True)):
+        snap = FeatureTier(tmp_path / "tier", resident_bytes=budget).snapshot()
+        assert snap.resident == resident
+        for (group, attr), array in snap.arrays.items():
+            assert isinstance(array.rows, np.memmap) == (not resident and array.rows.size > 0)
+            assert not array.rows.flags.writeable or not array.rows.size
+            want = store.get_tensor(group_name=group, attr_name=attr, index=None)
+            assert torch.equal(bits(array.gather(np.arange(array.rows.shape[0]))), bits(want))
+
+
+def test_the_default_budget_is_a_quarter_of_the_usable_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resident_arrays.resident_budget(123) == 123 and resident_arrays.resident_budget(0) == 0
+    monkeypatch.setattr(resident_arrays, "usable_memory_bytes", lambda: 8 << 30)
+    assert resident_arrays.resident_budget(None) == 2 << 30

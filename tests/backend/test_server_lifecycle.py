@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from torch_geometric.sampler import NodeSamplerInput
 
@@ -91,3 +92,17 @@ def test_signals_dump_stacks_keep_serving_and_stop_gracefully(tmp_path: Path) ->
         assert server.proc.wait(30) == 0
         assert "received SIGINT; stopping" in log.read_text()
         server.stop()
+
+
+@pytest.mark.parametrize(("flags", "held"), [((), "in memory"), (("--resident-feature-bytes", "0"), "memory-mapped")])
+def test_the_served_features_are_held_in_memory_unless_the_budget_is_smaller(
+    tmp_path: Path, flags: tuple[str, ...], held: str
+) -> None:
+    data = generate_graph(300, 5.0, 8, 3, seed=2)
+    data_dir = ingest(data, tmp_path / "data")
+    log = tmp_path / "server.log"
+    with ServerProcess(data_dir, "--read-only", *flags, log=log) as server:
+        fs, _ = connect(server.address)
+        ids = torch.tensor([299, 0, 17, 17])
+        assert torch.equal(fs.get_tensor(group_name=None, attr_name="x", index=ids), data.x[ids])
+    assert held in log.read_text()
