@@ -22,10 +22,10 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.degree_ranking import DegreeRanking
 from gnnstore.backend.feature_tier import FeatureTier
-from gnnstore.backend.resident_arrays import resident_budget
 from gnnstore.backend.graph_versions import GraphVersions, GraphView
 from gnnstore.backend.graph_write_log import WriteLog
 from gnnstore.backend.neo4j_live_sampling import Neo4jLiveSampler
+from gnnstore.backend.resident_arrays import resident_budget
 from gnnstore.backend.sampler import SnapshotNeighborSampler
 from gnnstore.backend.snapshot_builder import build_snapshot
 from gnnstore.backend.temporal_index import TemporalIndexes
