@@ -327,7 +327,8 @@ class FeatureTier:
     """Feature arrays in ``directory``, rebuilt from the store when it changes: held in memory
     when they fit in ``resident_bytes`` together (``resident_arrays.py``), else memory-mapped.
 
-    Opening is safe in many processes; only one process should ``refresh``.
+    Opening maps the live version (cheap, and safe in many processes); ``refresh`` brings it
+    into memory, or first exports a new one. Only one process should ``refresh``.
     """
 
     def __init__(self, directory: str | os.PathLike, resident_bytes: int = 0) -> None:
@@ -335,9 +336,8 @@ class FeatureTier:
         self.resident_bytes = resident_bytes
         self._snapshot: TierSnapshot | None = None
         pointer = self.directory / CURRENT
-        if pointer.is_file():
-            self._snapshot = TierSnapshot.open(self.directory / pointer.read_text().strip(), resident_bytes)
-            self._log_live()
+        if pointer.is_file():  # mapped: a stale version is not worth a copy in memory
+            self._snapshot = TierSnapshot.open(self.directory / pointer.read_text().strip())
 
     @property
     def version(self) -> str | None:
@@ -372,12 +372,17 @@ class FeatureTier:
         return self.snapshot().array(group_name, attr_name).gather(ids)
 
     def refresh(self, store: VersionedFeatureStore, change: Change | None = None) -> bool:
-        """Swap in a new version if the store changed; return whether it did.
+        """Swap in a new version if the store changed; return whether it did. A current version
+        opened mapped is brought into memory when it fits.
 
         With ``change`` (what the one write since ``change.base_version`` did) and the live
         version at that base, only what changed is written; otherwise every attr is exported.
         """
         if self.is_current(store):
+            live = self.snapshot()
+            if not live.resident and 0 < live.nbytes <= self.resident_bytes:
+                self._snapshot = TierSnapshot.open(live.path, self.resident_bytes)
+            self._log_live()
             return False
         self.directory.mkdir(parents=True, exist_ok=True)
         self._sweep(keep=())

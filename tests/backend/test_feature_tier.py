@@ -227,13 +227,28 @@ def test_arrays_over_the_budget_are_mapped_and_within_it_held_in_memory(
     assert exported.refresh(store)
     total = exported.snapshot().nbytes
     for budget, resident in ((total - 1, False), (total, True)):
-        snap = FeatureTier(tmp_path / "tier", resident_bytes=budget).snapshot()
+        reopened = FeatureTier(tmp_path / "tier", resident_bytes=budget)
+        assert not reopened.refresh(store)
+        snap = reopened.snapshot()
         assert snap.resident == resident
         for (group, attr), array in snap.arrays.items():
             assert isinstance(array.rows, np.memmap) == (not resident and array.rows.size > 0)
             assert not array.rows.flags.writeable or not array.rows.size
             want = store.get_tensor(group_name=group, attr_name=attr, index=None)
             assert torch.equal(bits(array.gather(np.arange(array.rows.shape[0]))), bits(want))
+
+
+def test_a_reopened_tier_is_mapped_until_a_refresh_brings_the_current_version_into_memory(
+    tmp_path: Path, store: RocksDBFeatureStore
+) -> None:
+    assert FeatureTier(tmp_path / "tier").refresh(store)
+    reopened = FeatureTier(tmp_path / "tier", resident_bytes=1 << 30)
+    assert not reopened.snapshot().resident  # it may be stale: no copy before the refresh says so
+    assert not reopened.refresh(store)  # current: nothing exported...
+    assert reopened.snapshot().resident  # ...but now held in memory
+    held = reopened.snapshot()
+    assert not reopened.refresh(store) and reopened.snapshot() is held  # once
+    assert torch.equal(reopened.gather("paper", "x", [4, 2]), FEATURES[("paper", "x")][[4, 2]])
 
 
 def test_the_default_budget_is_a_quarter_of_the_usable_memory(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -100,9 +100,10 @@ def test_the_served_features_are_held_in_memory_unless_the_budget_is_smaller(
 ) -> None:
     data = generate_graph(300, 5.0, 8, 3, seed=2)
     data_dir = ingest(data, tmp_path / "data")
-    log = tmp_path / "server.log"
-    with ServerProcess(data_dir, "--read-only", *flags, log=log) as server:
-        fs, _ = connect(server.address)
-        ids = torch.tensor([299, 0, 17, 17])
-        assert torch.equal(fs.get_tensor(group_name=None, attr_name="x", index=ids), data.x[ids])
-    assert held in log.read_text()
+    for start in ("exports the tier", "opens it again"):
+        log = tmp_path / f"server-{start.replace(' ', '-')}.log"
+        with ServerProcess(data_dir, "--read-only", *flags, log=log) as server:
+            fs, _ = connect(server.address)
+            ids = torch.tensor([299, 0, 17, 17])
+            assert torch.equal(fs.get_tensor(group_name=None, attr_name="x", index=ids), data.x[ids])
+        assert held in log.read_text(), start
