@@ -100,9 +100,11 @@ def test_inconsistent_edge_types_are_refused() -> None:
 
 
 def test_ids_travel_as_int32_when_they_fit_and_decode_as_writable_int64() -> None:
-    small, large = torch.tensor([0, 5, 2**31 - 1]), torch.tensor([0, 2**31])
-    assert codec.ids_to_proto(small).dtype == "int32" and codec.ids_to_proto(large).dtype == "int64"
-    for ids in (small, large, torch.tensor([], dtype=torch.long)):
+    small, large = torch.tensor([-(2**31), 5, 2**31 - 1]), torch.tensor([0, 2**31])
+    below, strided = torch.tensor([7, -(2**31) - 1]), torch.arange(20)[::3]
+    assert codec.ids_to_proto(small).dtype == "int32" and codec.ids_to_proto(strided).dtype == "int32"
+    assert codec.ids_to_proto(large).dtype == "int64" and codec.ids_to_proto(below).dtype == "int64"
+    for ids in (small, large, below, strided, torch.tensor([], dtype=torch.long)):
         decoded = codec.ids_from_proto(codec.ids_to_proto(ids))
         assert decoded.dtype == torch.long and torch.equal(decoded, ids)
         decoded.add_(1)  # writable, and not a view of the message
