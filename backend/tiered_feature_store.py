@@ -80,9 +80,13 @@ class TieredFeatureStore(FeatureStore):
             rows = self.store.multi_get_tensor(attrs)
             return [r if p is None else _placed(r, p, empty) for r, p in zip(rows, placements)]
         out = []
+        checked: dict[tuple[int, int], np.ndarray] = {}  # a node type's attrs share one index: one check
         for attr, placement in zip(attrs, placements):
             array = snapshot.array(attr.group_name, attr.attr_name)
-            ids = resolve_index(attr.index, array.rows.shape[0], attr.group_name, attr.attr_name)
+            key = (id(attr.index), array.rows.shape[0])  # ``attrs`` keeps each index alive, so ids stay unique
+            if key not in checked:
+                checked[key] = resolve_index(attr.index, array.rows.shape[0], attr.group_name, attr.attr_name)
+            ids = checked[key]
             if placement is None:
                 rows = array.gather(ids.reshape(-1), empty)
                 out.append(rows.reshape(*ids.shape, *rows.shape[1:]))
