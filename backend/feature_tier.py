@@ -178,12 +178,14 @@ class TierSnapshot:
                 if rows.shape != shape:
                     raise ValueError(f"{file}: shape {rows.shape}, manifest says {shape}")
                 arrays[(group, attr)] = TierArray(group, attr, getattr(torch, entry["dtype"]), rows)
-            if sum(a.rows.nbytes for a in arrays.values()) <= resident_bytes:
-                held = {} if previous is None else {a.resident_from: a.rows for a in previous.arrays.values()}
-                for key, array in arrays.items():
-                    source = file_identity(files[key])
-                    rows = held[source] if source in held else in_memory(array.rows)
-                    arrays[key] = replace(array, rows=rows, resident_from=source)
+            mapped = cls(manifest["version"], path, arrays)
+            if mapped.nbytes > resident_bytes:
+                return mapped
+            held = {} if previous is None else {a.resident_from: a.rows for a in previous.arrays.values()}
+            for key, array in arrays.items():
+                source = file_identity(files[key])
+                rows = held[source] if source in held else in_memory(array.rows)
+                arrays[key] = replace(array, rows=rows, resident_from=source)
             return cls(manifest["version"], path, arrays)
         except (OSError, ValueError, KeyError) as exc:
             raise PreconditionError(

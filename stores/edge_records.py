@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 from torch import Tensor
-
 from torch_geometric.data import EdgeAttr
 from torch_geometric.data.graph_store import EdgeLayout
 
