@@ -10,6 +10,7 @@ arrays resident only within a budget (``resident_budget``).
 """
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -21,15 +22,32 @@ COPY_CHUNK_BYTES = 64 << 20
 AUTO_SHARE = 4
 """With no budget given, the arrays may take 1/AUTO_SHARE of the memory this process may use."""
 
+MAX_SHARE = 2
+"""A configured budget is held to 1/MAX_SHARE of the memory this process may use."""
+
+logger = logging.getLogger(__name__)
+
 _CGROUP_LIMIT = Path("/sys/fs/cgroup/memory.max")
 
 
 def resident_budget(configured: int | None) -> int:
     """Bytes of feature arrays to hold in memory: ``configured``, or by default a quarter of
-    the memory this process may use (the machine's, or its cgroup's limit when lower)."""
-    if configured is not None:
-        return configured
-    return usable_memory_bytes() // AUTO_SHARE
+    the memory this process may use (the machine's, or its cgroup's limit when lower).
+
+    A configured budget over half that memory is lowered to half, with a warning: arrays
+    copied until the process runs out of memory would take the server down, and a write
+    briefly holds an array it replaces twice.
+    """
+    usable = usable_memory_bytes()
+    if configured is None:
+        return usable // AUTO_SHARE
+    if configured > usable // MAX_SHARE:
+        logger.warning(
+            "resident feature budget of %d bytes is over half of the %d bytes this server may use; "
+            "holding at most %d bytes of features in memory", configured, usable, usable // MAX_SHARE,
+        )
+        return usable // MAX_SHARE
+    return configured
 
 
 def usable_memory_bytes() -> int:

@@ -48,7 +48,8 @@ _DEFAULTS = ServerConfig()
               help=f"Most feature bytes one reply may gather.  [default: {_DEFAULTS.max_reply_bytes}]")
 @click.option("--resident-feature-bytes", type=int,
               help="Hold the feature arrays in memory when they fit in this many bytes, else map them "
-                   "from their files (0: always map).  [default: a quarter of this machine's memory]")
+                   "from their files (0: always map; held to half of this machine's memory).  "
+                   "[default: a quarter of this machine's memory]")
 @click.option("--max-put-rows", type=int, help=f"Most rows one Put may write.  [default: {_DEFAULTS.max_put_rows}]")
 @click.option("--shutdown-grace-s", type=float,
               help=f"Seconds in-flight calls get on shutdown.  [default: {_DEFAULTS.shutdown_grace_s}]")

@@ -58,7 +58,8 @@ class ServerConfig:
         resident_feature_bytes: the feature tier's arrays are held in memory when they fit in
             this many bytes together (rows read at random go faster than through file maps),
             else served memory-mapped; 0 always maps them. ``None`` (the default): a quarter
-            of the memory this process may use (the machine's, or its cgroup's limit).
+            of the memory this process may use (the machine's, or its cgroup's limit); a
+            larger value is held to half of it, with a warning.
         max_put_rows: the most rows one Put may write.
         auth_file: a file of ``token role [name]`` lines (roles: reader, writer, admin); every
             call but the health check then needs a token (reloaded on SIGHUP).

@@ -265,7 +265,12 @@ def test_a_reopened_tier_is_mapped_until_a_refresh_brings_the_current_version_in
     assert torch.equal(reopened.gather("paper", "x", [4, 2]), FEATURES[("paper", "x")][[4, 2]])
 
 
-def test_the_default_budget_is_a_quarter_of_the_usable_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_default_budget_is_a_quarter_of_the_usable_memory_and_a_given_one_at_most_half(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     assert resident_arrays.resident_budget(123) == 123 and resident_arrays.resident_budget(0) == 0
     monkeypatch.setattr(resident_arrays, "usable_memory_bytes", lambda: 8 << 30)
     assert resident_arrays.resident_budget(None) == 2 << 30
+    assert resident_arrays.resident_budget(4 << 30) == 4 << 30 and not caplog.records
+    assert resident_arrays.resident_budget(64 << 30) == 4 << 30
+    assert "over half of the 8589934592 bytes" in caplog.text
