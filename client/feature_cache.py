@@ -265,8 +265,9 @@ class FeatureCache:
         with self._lock:  # hits are copied before another thread can evict them
             where, missing = self._locate(slot, ids)
             hit_at = np.flatnonzero(where >= 0)
+            hit_positions = where[hit_at]
             for name, out in zip(attr_names, outs):
-                self._move_rows(out, hit_at, slot.storage[name], where[hit_at])
+                self._move_rows(out, hit_at, slot.storage[name], hit_positions)
         miss_at = np.flatnonzero(where < 0)
         todo = miss_at if written is None else miss_at[~written[miss_at]]  # still without their row
         needed = np.zeros(missing.shape[0], dtype=bool)
@@ -284,10 +285,10 @@ class FeatureCache:
         slot, where, missing = read.slot, read.where, read.missing
         if read.todo.size:
             wanted = missing[read.needed]
-            fetched_row = np.cumsum(read.needed) - 1
+            fetched_row = (np.cumsum(read.needed) - 1)[-1 - where[read.todo]]
             for name, out, r in zip(read.attr_names, read.rows, rows, strict=True):
                 r = slot.check_rows(name, wanted, r).to(self.device)
-                self._move_rows(out, read.todo, r, fetched_row[-1 - where[read.todo]])
+                self._move_rows(out, read.todo, r, fetched_row)
         if missing.size and slot.policy is not None and set(read.attr_names) == slot.storage.keys():
             miss_at = np.flatnonzero(where < 0)  # static: only warm() fills
             row_at = np.empty(missing.shape[0], dtype=np.int64)  # a position of each missing id
