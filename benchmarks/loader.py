@@ -21,9 +21,10 @@ the same seeds (1024 per batch, fanouts [15, 10]):
 * the trainer's RSS against a graph with a tenth of the edges (the issue's 2.5M vs 25M);
 * paired rounds: the engine in memory (on every core, and on the trainer's half of them) and the
   target row (static 20% cache, prefetch 2), shared, with the server on its own cores, socket
-  only (shared cores, then on its own cores), and socket only with bfloat16 rows, run back to
-  back ``--rounds`` times (default 3), with each round's ratio and their median, because a
-  shared machine's speed drifts between the rows of one run. Socket only with the server on its
+  only (shared cores, then on its own cores), socket only with bfloat16 rows, and at prefetch 4
+  shared and socket only on its own cores, run back to back ``--rounds`` times (default 3),
+  with each round's ratio and their median, because a shared machine's speed drifts between
+  the rows of one run. Socket only with the server on its
   own cores is the nearest this one machine comes to a trainer on another host; that row is
   also compared with the engine on the trainer's cores, as two hosts of half this machine each
   would compare (the engine in memory has only the trainer host's cores; the server's are
@@ -81,9 +82,12 @@ a trainer host whose server is another machine."""
 TARGET = "remote: static 20%, prefetch 2"
 """The issue's target row: a 20% cache and prefetch 2, at 0.8x in-memory batches/s or better."""
 SOCKET_ONLY = f"{TARGET}, socket only"
-LOSSY = "bfloat16 rows (lossy)"
 """The target row as a trainer on another machine gets it: no shared-memory replies (payloads
 through the server's data port)."""
+LOSSY = "bfloat16 rows (lossy)"
+DEEPER = "remote: static 20%, prefetch 4"
+"""The target row with four batches in flight: the server has the next request queued while the
+trainer assembles a batch, where at prefetch 2 one of the two sides often waits."""
 THROUGH_GRPC = "through gRPC"
 """A socket-only row's twin without the data port: every payload inside the gRPC reply."""
 LINK_RATE = "10gbit"
@@ -378,6 +382,9 @@ def paired_phases(common: Phase, remote: Phase) -> tuple[Phase, list[Phase]]:
         replace(socket_only, name=f"{SOCKET_ONLY}, server on its own cores", apart=True,
                 also_against=ENGINE_ON_TRAINER_CORES),
         replace(socket_only, name=f"{SOCKET_ONLY}, {LOSSY}", wire_dtype="bfloat16"),
+        replace(target, name=DEEPER, prefetch=4),
+        replace(socket_only, name=f"{DEEPER}, socket only, server on its own cores", prefetch=4, apart=True,
+                also_against=ENGINE_ON_TRAINER_CORES),
     ]
 
 
@@ -524,7 +531,7 @@ def main() -> None:
                     replace(remote, name=name, cache_fraction=share, policy=policy, prefetch=prefetch), seeds
                 ))
             results.append(in_fresh_process(replace(
-                remote, name="remote: static 20%, prefetch 4", cache_fraction=0.2, policy="static", prefetch=4,
+                remote, name=DEEPER, cache_fraction=0.2, policy="static", prefetch=4,
             ), seeds))
             results.append(in_fresh_process(replace(
                 remote, name=f"{TARGET}, server on its own cores", cache_fraction=0.2,
