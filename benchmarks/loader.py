@@ -24,11 +24,10 @@ the same seeds (1024 per batch, fanouts [15, 10]):
   only (shared cores, then on its own cores), socket only with bfloat16 rows, and at prefetch 4
   shared and socket only on its own cores, run back to back ``--rounds`` times (default 3),
   with each round's ratio and their median, because a shared machine's speed drifts between
-  the rows of one run. Socket only with the server on its
-  own cores is the nearest this one machine comes to a trainer on another host; that row is
-  also compared with the engine on the trainer's cores, as two hosts of half this machine each
-  would compare (the engine in memory has only the trainer host's cores; the server's are
-  another machine's).
+  the rows of one run. Socket only with the server on its own cores is the nearest this one
+  machine comes to a trainer on another host; those rows are also compared with the engine on
+  the trainer's cores, as two hosts of half this machine each would compare (the engine in
+  memory has only the trainer host's cores; the server's are another machine's).
 
 Per configuration: batches/s, feature MB/s delivered to the trainer, wire MB per batch (server
 Stats: socket bytes plus the reply bytes written into the trainer's shared-memory segments),

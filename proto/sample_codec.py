@@ -402,7 +402,6 @@ def _first_appearances(ids: np.ndarray, seen: np.ndarray) -> np.ndarray:
     return out[:count]
 
 
-
 @dataclass(frozen=True)
 class NodeRows:
     """Feature rows that travelled with a sample, for one node type or the sampled edges of one

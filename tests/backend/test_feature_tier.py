@@ -155,7 +155,6 @@ def test_placed_rows_land_at_their_positions_and_nowhere_else(
     assert bool((got[[1, 3, 5]] == -7.0).all())  # rows left for the client to fill are untouched
 
 
-
 def test_attrs_sharing_one_index_read_their_own_rows_and_ranges(store: RocksDBFeatureStore, tier: FeatureTier) -> None:
     from torch_geometric.data import TensorAttr
 
@@ -168,6 +167,7 @@ def test_attrs_sharing_one_index_read_their_own_rows_and_ranges(store: RocksDBFe
     beyond_authors = torch.tensor([1, 95])  # within paper's 700 rows, past author's 90
     with pytest.raises(InvalidRequestError, match="'author'.'flag': id 95 is out of range"):
         reader.gather([TensorAttr("paper", "x", beyond_authors), TensorAttr("author", "flag", beyond_authors)])
+
 
 def _inodes(snapshot: feature_tier.TierSnapshot) -> dict:
     manifest = __import__("json").loads((snapshot.path / feature_tier.MANIFEST).read_text())
