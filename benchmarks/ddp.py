@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from gnnstore.backend.server_process import ServerProcess
+from gnnstore.backend.server.server_process import ServerProcess
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.data_dir import open_stores

@@ -28,7 +28,7 @@ from torch_geometric.loader import NodeLoader
 
 from benchmarks.link import capped_loopback
 from benchmarks.loader import NUM_CLASSES
-from gnnstore.backend.server_process import ServerProcess
+from gnnstore.backend.server.server_process import ServerProcess
 from gnnstore.client import EdgeFeatures, Prefetcher, RemoteNeighborSampler, connect
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph

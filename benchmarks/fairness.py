@@ -30,7 +30,7 @@ import torch
 from torch_geometric.sampler import NodeSamplerInput
 
 from benchmarks.loader import graph_arguments, prepare
-from gnnstore.backend.server_process import ServerProcess
+from gnnstore.backend.server.server_process import ServerProcess
 
 VICTIM = ([15, 10], 1024)
 HOG = ([50, 50], 16384)
@@ -64,7 +64,8 @@ def hog(
 
     from gnnstore.client.data_port import DataPortClient
     from gnnstore.proto import graph_pb2
-    from gnnstore.proto.sample_codec import node_input_to_proto, options_to_proto
+    from gnnstore.proto.sampler_input import node_input_to_proto
+    from gnnstore.proto.sampling_options import options_to_proto
 
     os.nice(nice)
     limit = 1 << 30
@@ -78,9 +79,9 @@ def hog(
             request = node_input_to_proto(NodeSamplerInput(input_id=None, node=torch.randint(nodes, (HOG[1],), generator=generator)))
             request.options.CopyFrom(options_to_proto(HOG[0], replace=False, disjoint=False, seed=thread))
             request.accept_payload = True  # as the SDK asks: arrays after the message, not in it
-            request.accept_bulk = path == "data-port"
+            request.accept_data_port = path == "data-port"
             reply = call(request.SerializeToString(), timeout=600)
-            if request.accept_bulk:
+            if request.accept_data_port:
                 ticket = graph_pb2.SampleResponse.FromString(reply).bulk
                 assert ticket.size, "the server sent the payload through gRPC, not the data port"
                 data_port.fetch(ticket, timeout=600)

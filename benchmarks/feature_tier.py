@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnstore.backend.feature_tier import FeatureTier
-from gnnstore.backend.sampling_engine import SamplingEngine
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.sampling_engine import SamplingEngine
+from gnnstore.backend.engine.topology import TopologySnapshot
+from gnnstore.backend.features.feature_tier import FeatureTier
 from gnnstore.client.feature_cache import FeatureCache
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.ingest.generator import generate_graph

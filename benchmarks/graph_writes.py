@@ -25,8 +25,8 @@ import torch
 from torch_geometric.sampler import NodeSamplerInput
 
 from benchmarks.loader import graph_arguments, prepare
-from gnnstore.backend.server_process import ServerProcess
-from gnnstore.backend.snapshot_builder import build_snapshot
+from gnnstore.backend.engine.snapshot_builder import build_snapshot
+from gnnstore.backend.server.server_process import ServerProcess
 from gnnstore.client import GraphWriter, RemoteNeighborSampler, connect, server_info
 from gnnstore.stores.data_dir import SNAPSHOTS, open_stores
 

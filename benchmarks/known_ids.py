@@ -19,7 +19,7 @@ import torch
 from gnnstore.client.feature_cache import FeatureCache
 from gnnstore.client.feature_exchange import FeatureExchange
 from gnnstore.common.attr_schema import AttrSchema
-from gnnstore.proto.sample_codec import IdBitmap, feature_request_to_proto
+from gnnstore.proto.feature_request import IdBitmap, feature_request_to_proto
 
 
 def main() -> None:

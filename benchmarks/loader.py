@@ -66,7 +66,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from benchmarks.link import capped_loopback
-from gnnstore.backend.server_process import ServerProcess
+from gnnstore.backend.server.server_process import ServerProcess
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.data_dir import open_stores
@@ -112,7 +112,7 @@ class Phase:
     workers: int = 0
     train: bool = False
     shared_memory: bool = True  # replies through shared-memory segments (else the socket only)
-    data_plane: bool = True  # without shared memory: large replies through the server's data port
+    use_data_port: bool = True  # without shared memory: large replies through the server's data port
     apart: bool = False  # server and trainer each on half of the cores (an engine row: on the trainer's half)
     token: str = ""  # the bearer token of a server with tokens (an admin's: Stats is read too)
     tls_ca: str = ""  # the CA file of a TLS server
@@ -121,7 +121,7 @@ class Phase:
 
     def connection(self) -> dict[str, object]:
         """``connect``'s arguments for this phase's server."""
-        return {"shared_memory": self.shared_memory, "data_plane": self.data_plane, "token": self.token,
+        return {"shared_memory": self.shared_memory, "use_data_port": self.use_data_port, "token": self.token,
                 "tls": self.tls_ca or False}
 
 
@@ -152,8 +152,8 @@ def _loader(phase: Phase, seeds: Tensor) -> tuple[object, object | None]:
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader, NodeLoader
 
-    from gnnstore.backend.sampler import SnapshotNeighborSampler
-    from gnnstore.backend.topology import TopologySnapshot
+    from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
+    from gnnstore.backend.engine.topology import TopologySnapshot
     from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
 
     fanouts, cache = list(phase.fanouts), None
@@ -539,12 +539,12 @@ def main() -> None:
             socket_only = replace(remote, name=SOCKET_ONLY, cache_fraction=0.2, policy="static", prefetch=2,
                                   shared_memory=False)
             rounded = replace(socket_only, name=f"{SOCKET_ONLY}, {LOSSY}", wire_dtype="bfloat16")
-            for phase in (socket_only, replace(socket_only, name=f"{SOCKET_ONLY}, {THROUGH_GRPC}", data_plane=False),
+            for phase in (socket_only, replace(socket_only, name=f"{SOCKET_ONLY}, {THROUGH_GRPC}", use_data_port=False),
                           replace(socket_only, name=f"{SOCKET_ONLY}, server on its own cores", apart=True), rounded):
                 results.append(in_fresh_process(phase, seeds))  # what shared memory / the data port bring
             linked = replace(socket_only, name=f"{SOCKET_ONLY}, {args.link_rate} link")
             results += _across_a_link(data_dir, work, [
-                linked, replace(linked, name=f"{linked.name}, {THROUGH_GRPC}", data_plane=False),
+                linked, replace(linked, name=f"{linked.name}, {THROUGH_GRPC}", use_data_port=False),
                 replace(linked, name=f"{linked.name}, {LOSSY}", wire_dtype="bfloat16"),
             ], seeds, args.link_rate)
             results.append(in_fresh_process(replace(  # worker processes instead of threads

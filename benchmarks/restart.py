@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from torch_geometric.loader import NodeLoader
 
-from gnnstore.backend.server_process import ServerProcess, free_port
+from gnnstore.backend.server.server_process import ServerProcess, free_port
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph

@@ -3,7 +3,7 @@
 One run, one generated power-law graph (``gnnstore.ingest.generator``), one core: the same
 random batches of seeds go through this engine (in-memory snapshot and memory-mapped
 snapshot; disjoint, temporal and weighted beside each other), the pure-torch
-``TorchNeighborSampler`` of ``../shared/reference`` and, when pyg-lib
+``TorchNeighborSampler`` of ``tests/reference`` and, when pyg-lib
 or torch-sparse is importable, PyG's ``NeighborSampler``. Prints batches/s, sampled edges/s
 and the ratio of the engine to each baseline.
 
@@ -24,12 +24,12 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
-from gnnstore.backend.sampler import SamplingEngine
-from gnnstore.backend.temporal_index import TemporalRequest
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.sampler import SamplingEngine
+from gnnstore.backend.engine.temporal_index import TemporalRequest
+from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.ingest.generator import generate_graph
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "reference" / "pyg-contract-examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "tests" / "reference"
 
 
 def measure(name: str, sample: Callable[[torch.Tensor], object], batches: list[torch.Tensor]) -> float:

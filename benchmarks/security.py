@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from benchmarks.loader import ENGINE, RESULTS, TARGET, Phase, graph_arguments, paired_rounds, prepare, table
-from gnnstore.backend.server_process import ServerProcess
+from gnnstore.backend.server.server_process import ServerProcess
 
 
 def self_signed(folder: Path) -> tuple[Path, Path]:

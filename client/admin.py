@@ -9,22 +9,22 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.client.channel import Connection, as_connection
 from gnnstore.client.remote_feature_store import AttrSchema
+from gnnstore.common.errors import ServerUnavailableError
 from gnnstore.proto import admin_pb2
 from gnnstore.proto.codec import attr_schema_from_proto, edge_type_from_proto, node_type_from_proto
-from gnnstore.common.errors import ServerUnavailableError
 
 
 @dataclass(frozen=True)
 class ServerInfo:
     """A server's graph: node and edge counts per type (of its newest graph version), feature
-    schema, snapshot version and newest graph version (0 until a graph write)."""
+    schema, snapshot id and newest graph version (0 until a graph write)."""
 
     server_version: str
     graph_backend: str
     num_nodes: dict[NodeType | None, int]
     num_edges: dict[EdgeType | None, int]
     features: list[AttrSchema]
-    snapshot_version: str
+    snapshot_id: str
     max_message_bytes: int
     graph_version: int = 0
 
@@ -66,7 +66,7 @@ def server_info(connection: Connection | str) -> ServerInfo:
         num_nodes={node_type_from_proto(n.node_type): n.num_nodes for n in reply.node_types},
         num_edges={edge_type_from_proto(e.edge_type): e.num_edges for e in reply.edge_types},
         features=[attr_schema_from_proto(f) for f in reply.features],
-        snapshot_version=reply.snapshot_version,
+        snapshot_id=reply.snapshot_id,
         max_message_bytes=reply.max_message_bytes,
         graph_version=reply.graph_version,
     )

@@ -33,9 +33,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gnnstore.client.data_port import DataPortClient, DataPortUnreachable, client_tls
-from gnnstore.client.segment_pool import ReplySegmentPool
 from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S, IDEMPOTENT_CALLS, Backoff
-from gnnstore.proto import admin_pb2, admin_pb2_grpc, feature_pb2_grpc, idmap_pb2_grpc
+from gnnstore.client.segment_pool import ReplySegmentPool
 from gnnstore.common.errors import (
     ERROR_CLASS_KEY,
     ERRORS_BY_NAME,
@@ -45,8 +44,11 @@ from gnnstore.common.errors import (
     PreconditionError,
     ServerUnavailableError,
 )
+from gnnstore.common.loopback import is_loopback
+from gnnstore.common.pem_files import read_pem
+from gnnstore.proto import admin_pb2, admin_pb2_grpc, feature_pb2_grpc, idmap_pb2_grpc
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES
-from gnnstore.proto.network import RETRY_KEY, is_loopback, read_pem
+from gnnstore.proto.metadata_keys import RETRY_KEY
 from gnnstore.proto.reply_payload import graph_stub
 
 logger = logging.getLogger(__name__)
@@ -82,7 +84,7 @@ class Connection:
         client_cert, client_key: this client's PEM certificate and key, for mutual TLS.
         retry_timeout: seconds an idempotent call keeps retrying while a server this process
             has reached is unreachable (default 60; 0: never retry).
-        data_plane: read large sampling replies from the server's data port when it offers one
+        use_data_port: read large sampling replies from the server's data port when it offers one
             (default ``True``; see ``data_port.py``). A process that never reached the port warns
             once and receives them through gRPC (see ``fetch_payload``).
 
@@ -103,7 +105,7 @@ class Connection:
         client_cert: str | os.PathLike | None = None,
         client_key: str | os.PathLike | None = None,
         retry_timeout: float = DEFAULT_RETRY_TIMEOUT_S,
-        data_plane: bool = True,
+        use_data_port: bool = True,
     ) -> None:
         host, sep, port = address.rpartition(":")
         if not sep or not host or not port.isdigit():
@@ -130,10 +132,10 @@ class Connection:
         self._pid: int | None = None
         self._stubs: dict[str, Any] = {}
         self._segments: ReplySegmentPool | None = None
-        self.data_plane = bool(data_plane)
+        self.use_data_port = bool(use_data_port)
         self._data_port: DataPortClient | None = None
-        self.data_version: str | None = None
-        """The graph version the server served at this connection's first call (``None``
+        self.snapshot_id: str | None = None
+        """The topology snapshot the server served at this connection's first call (``None``
         before it); inherited by loader workers."""
         self.retries = 0
         """Tries this process sent again because the server was unreachable."""
@@ -191,9 +193,9 @@ class Connection:
         """``send(rpc, deadline, metadata)``, tried again while the module doc says so."""
         name, deadline = f"{service}.{method}", self.timeout if timeout is None else timeout
         retried = self.retry_timeout > 0 and name in IDEMPOTENT_CALLS
-        if retried and self.data_version is None:
+        if retried and self.snapshot_id is None:
             try:
-                self.data_version = self._served_version(deadline)
+                self.snapshot_id = self._served_snapshot(deadline)
             except grpc.RpcError as exc:  # never reached: a wrong address or TLS, not a restart
                 raise self._error(exc, "AdminService.Info", deadline) from None
         backoff, tries = None, 0
@@ -226,25 +228,25 @@ class Connection:
                 logger.debug("%s: try %d in %.2f s", name, tries + 1, delay)
                 time.sleep(delay)
 
-    def _served_version(self, deadline: float) -> str:
-        """The graph version the server serves now: one Info call, not retried.
+    def _served_snapshot(self, deadline: float) -> str:
+        """The snapshot the server serves now: one Info call, not retried.
 
         Raises:
             grpc.RpcError: the call failed.
         """
         info = self._stub("AdminService").Info(admin_pb2.InfoRequest(), timeout=deadline, metadata=self._metadata)
-        return info.snapshot_version
+        return info.snapshot_id
 
     def _expect_same_data(self, deadline: float) -> None:
-        """Raise ``PreconditionError`` if the server now serves another graph version than the
-        one this connection began with (a failed Info call raises ``grpc.RpcError``)."""
-        version = self._served_version(deadline)
-        if version != self.data_version:
+        """Raise ``PreconditionError`` if the server now serves another snapshot than the one
+        this connection began with (a failed Info call raises ``grpc.RpcError``)."""
+        snapshot_id = self._served_snapshot(deadline)
+        if snapshot_id != self.snapshot_id:
             raise PreconditionError(
-                f"the gnnstore server at {self.address} came back from a restart serving graph "
-                f"version {version}, but this client began with version {self.data_version}; "
+                f"the gnnstore server at {self.address} came back from a restart serving snapshot "
+                f"{snapshot_id}, but this client began with snapshot {self.snapshot_id}; "
                 "its batches would mix two graphs. Connect again (connect(...)) to train on the "
-                "new version."
+                "new graph."
             )
 
     def _worth_retrying(self, exc: grpc.RpcError) -> bool:
@@ -275,7 +277,7 @@ class Connection:
 
     def data_port(self) -> DataPortClient | None:
         """This process's reader of the server's data port (``None``: not used)."""
-        if not self.data_plane:
+        if not self.use_data_port:
             return None
         with self._lock:
             self._open_in_this_process()
@@ -298,7 +300,7 @@ class Connection:
                 logger.info("%s; asking again through gRPC", exc)
             else:
                 logger.warning("%s; receiving sampling replies through gRPC instead (slower)", exc)
-                self.data_plane = False  # this process's copy only: workers try for themselves
+                self.use_data_port = False  # this process's copy only: workers try for themselves
         except ServerUnavailableError as exc:
             logger.info("%s; asking again through gRPC", exc)
         return None

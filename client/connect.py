@@ -9,9 +9,9 @@ from gnnstore.client.channel import DEFAULT_TIMEOUT_S, Connection
 from gnnstore.client.feature_cache import FeatureCache
 from gnnstore.client.feature_exchange import FeatureExchange
 from gnnstore.client.hot_set import warm_hot_set
-from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.client.remote_graph_store import RemoteGraphStore
+from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES
 
 DEFAULT_CACHE_POLICY = "static+sieve"
@@ -31,7 +31,7 @@ def connect(
     client_cert: str | os.PathLike | None = None,
     client_key: str | os.PathLike | None = None,
     retry_timeout: float = DEFAULT_RETRY_TIMEOUT_S,
-    data_plane: bool = True,
+    use_data_port: bool = True,
     wire_dtype: torch.dtype | str | None = None,
 ) -> tuple[RemoteFeatureStore, RemoteGraphStore]:
     """``(feature_store, graph_store)`` for the server at ``address``, sharing one connection.
@@ -39,7 +39,7 @@ def connect(
     Without a cache nothing is sent yet: the channel opens on the first call, in whichever
     process makes it. With ``cache_bytes`` > 0 the feature store gets a :class:`FeatureCache`
     (``fs.cache``) whose static tier is filled now with the server's nodes of highest
-    out-degree (one HotNodes call and bulk MultiGets per node type); each sampling request
+    out-degree (one HotNodes call and batched MultiGets per node type); each sampling request
     then brings back only the rows the cache lacks. Pass the pair as PyG's ``data`` and
     ``feature_store=fs`` to ``RemoteNeighborSampler``.
 
@@ -64,7 +64,7 @@ def connect(
         retry_timeout: seconds a sampling, read or Put call keeps retrying while the server,
             once reached, is unreachable (a restart); default 60, 0 never retries. A server that
             comes back serving another graph version raises ``PreconditionError``.
-        data_plane: read large sampling replies without shared memory from the server's data
+        use_data_port: read large sampling replies without shared memory from the server's data
             port (a socket beside the gRPC port, TLS when this connection has it) instead of
             through gRPC (default ``True``); if the port cannot be reached, a warning says so once
             and the replies come through gRPC.
@@ -85,7 +85,7 @@ def connect(
     connection = Connection(
         address, timeout=timeout, max_message_bytes=max_message_bytes, shared_memory=shared_memory,
         token=token, tls=tls, client_cert=client_cert, client_key=client_key, retry_timeout=retry_timeout,
-        data_plane=data_plane,
+        use_data_port=use_data_port,
     )
     fs = RemoteFeatureStore(connection, exchange=FeatureExchange(wire_dtype=wire_dtype))
     gs = RemoteGraphStore(connection)

@@ -1,10 +1,10 @@
-"""Reading a sampling reply's payload from the server's data port (``backend/data_plane.py``).
+"""Reading a sampling reply's payload from the server's data port (``backend/service/data_port.py``).
 
-A reply whose payload waits behind a ``BulkTicket`` is read here: over a connection to the
+A reply whose payload waits behind a ``DataPortTicket`` is read here: over a connection to the
 address's host at the ticket's port (reused between batches, one per payload in flight), the
 ticket goes out and the payload comes straight into the buffer the batch's tensors view, with
 no protobuf in between. TLS when the gRPC connection has it, checking the server's certificate
-against the same CA and host name. Framing: ``proto/bulk_wire.py``.
+against the same CA and host name. Framing: ``proto/data_port_wire.py``.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import torch
 
 from gnnstore.common.errors import ServerUnavailableError
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.bulk_wire import FOUND, HEADER, TICKET_BYTES
+from gnnstore.proto.data_port_wire import FOUND, HEADER, TICKET_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class DataPortClient:
         self.fetched = 0
         """Payloads read so far."""
 
-    def fetch(self, ticket: graph_pb2.BulkTicket, timeout: float) -> memoryview:
+    def fetch(self, ticket: graph_pb2.DataPortTicket, timeout: float) -> memoryview:
         """The payload held under ``ticket``, in a new writable buffer.
 
         Raises:
@@ -96,7 +96,7 @@ class DataPortClient:
             raise DataPortUnreachable(
                 f"cannot connect to the gnnstore data port {self._host}:{port} ({exc.strerror or exc}); "
                 "open or publish that port (the server's --data-port / --data-public-port), or serve "
-                "with --no-data-plane"
+                "with --no-serve-data-port"
             ) from None
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._tls is None:
@@ -108,7 +108,7 @@ class DataPortClient:
             conn.close()
             raise DataPortUnreachable(f"TLS with the gnnstore data port {self._host}:{port} failed ({exc})") from None
 
-    def _exchange(self, conn: socket.socket, ticket: graph_pb2.BulkTicket, timeout: float) -> memoryview:
+    def _exchange(self, conn: socket.socket, ticket: graph_pb2.DataPortTicket, timeout: float) -> memoryview:
         """Send the ticket and read the payload; the connection goes back to the pool after.
 
         Raises:

@@ -52,15 +52,9 @@ from torch_geometric.typing import NodeType
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.graph_types import edge_group_of, is_edge_group
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.sample_codec import (
-    WIRE_DTYPES,
-    HotPrefix,
-    IdBitmap,
-    NodeRows,
-    compact_ids,
-    feature_request_to_proto,
-    wire_dtype_name,
-)
+from gnnstore.proto.feature_request import HotPrefix, IdBitmap, compact_ids, feature_request_to_proto
+from gnnstore.proto.node_rows import NodeRows
+from gnnstore.proto.wire_dtypes import WIRE_DTYPES, wire_dtype_name
 
 if TYPE_CHECKING:
     from gnnstore.client.feature_cache import FeatureCache
@@ -212,7 +206,7 @@ class FeatureExchange:
                 cache, prefix = self.cache, self.hot.get(group)
                 count = 0 if prefix is None or warmed is None else min(prefix.count, warmed(group))
                 if count:
-                    hot[group] = HotPrefix(count, prefix.version)
+                    hot[group] = HotPrefix(count, prefix.snapshot_id)
             known_ids = getattr(cache, "known_ids", None)
             if known_ids is not None:
                 ids = known_ids(group, include_static=not count, include_dynamic=True, reads_ahead=reads_ahead)

@@ -3,7 +3,7 @@
 ``warm_hot_set(fs)`` asks the server (GraphService.HotNodes) for the top nodes of each cached
 node type, as many as the static tier holds, reads their rows in bulk MultiGets past the cache,
 and warms the cache with them. The exchange then names the hot set in every sampling request by
-its length and the ranking's version, so the server leaves those rows out.
+its length and the snapshot its ranking was computed from, so the server leaves those rows out.
 """
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from torch_geometric.data import TensorAttr
 from torch_geometric.typing import NodeType
 
 from gnnstore.client.feature_cache import FeatureCache
-from gnnstore.common.graph_types import is_edge_group
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
+from gnnstore.common.errors import InvalidRequestError, PreconditionError
+from gnnstore.common.graph_types import is_edge_group
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_from_proto, node_type_to_proto
-from gnnstore.common.errors import InvalidRequestError, PreconditionError
-from gnnstore.proto.sample_codec import HotPrefix
+from gnnstore.proto.feature_request import HotPrefix
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +54,8 @@ def warm_hot_set(fs: RemoteFeatureStore) -> dict[NodeType | None, HotPrefix]:
         ids = ids_from_proto(reply.ids, "hot node ids")
         names = cache.attr_names(group)
         cache.warm(group, ids, dict(zip(names, _rows(fs, group, names, ids))))
-        hot[group] = HotPrefix(cache.warmed_prefix(group), reply.version)
-        logger.info("hot set of node type %r: %d nodes (ranking %s)", group, hot[group].count, reply.version)
+        hot[group] = HotPrefix(cache.warmed_prefix(group), reply.snapshot_id)
+        logger.info("hot set of node type %r: %d nodes (ranking of snapshot %s)", group, hot[group].count, reply.snapshot_id)
     fs.exchange.hot = hot
     return hot
 

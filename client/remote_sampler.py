@@ -41,17 +41,14 @@ from gnnstore.client.admin import server_info
 from gnnstore.client.channel import Connection
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.client.remote_graph_store import RemoteGraphStore
-from gnnstore.proto import graph_pb2
+from gnnstore.common.call_seed import seeded_call_seed
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.temporal import TEMPORAL_STRATEGIES
-from gnnstore.proto.sample_codec import (
-    edge_input_to_proto,
-    node_input_to_proto,
-    node_rows_from_proto,
-    options_to_proto,
-    output_from_proto,
-    seeded_call_seed,
-)
+from gnnstore.proto import graph_pb2
+from gnnstore.proto.node_rows import node_rows_from_proto
+from gnnstore.proto.sampler_input import edge_input_to_proto, node_input_to_proto
+from gnnstore.proto.sampler_output import output_from_proto
+from gnnstore.proto.sampling_options import options_to_proto
 
 logger = logging.getLogger(__name__)
 
@@ -272,7 +269,7 @@ class RemoteNeighborSampler(BaseSampler):
         segments = self.connection.reply_segments()
         segment = None if segments is None else segments.acquire()
         request.accept_payload = True
-        request.accept_bulk = self.connection.data_plane  # also where the server refuses the segment
+        request.accept_data_port = self.connection.use_data_port  # also where the server refuses the segment
         if segment is not None:
             request.reply_segment.CopyFrom(segment.message)
             if request.HasField("features") and self.feature_store.exchange.cache is not None:
@@ -285,10 +282,10 @@ class RemoteNeighborSampler(BaseSampler):
             raise
         reply = received.message
         shared = None if segment is None else segments.lend(segment, reply)
-        if shared is None and reply.HasField("bulk"):  # the payload waits on the data port
-            shared = self.connection.fetch_payload(reply.bulk, self.timeout)
+        if shared is None and reply.HasField("data_port_ticket"):  # the payload waits on the data port
+            shared = self.connection.fetch_payload(reply.data_port_ticket, self.timeout)
             if shared is None:  # not there after all: the same seeded request again, through gRPC
-                request.accept_bulk = False
+                request.accept_data_port = False
                 received = self.connection.call("GraphService", method, request, timeout=self.timeout)
                 reply = received.message
         if shared is None:  # no segment, or the server refused it: the arrays came in the payload

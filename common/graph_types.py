@@ -55,3 +55,11 @@ def edge_group_of(edge_type: EdgeType | None) -> tuple:
 def edge_type_of_group(group: tuple) -> EdgeType | None:
     """The edge type whose attributes ``group`` holds (``None`` for ``(None, None)``)."""
     return None if group == HOMOGENEOUS_EDGE_GROUP else group
+
+
+def describe(key: NodeType | EdgeType | None) -> str:
+    """A node or edge type (or feature group) as a message names it (``None`` reads 'the
+    homogeneous graph')."""
+    if key == HOMOGENEOUS_EDGE_GROUP:
+        return "the homogeneous graph's edges"
+    return "the homogeneous graph" if key is None else repr(key)

@@ -7,10 +7,10 @@ import sys
 import click
 
 from gnnstore import __version__
-from gnnstore.backend.serve_cli import serve_command
+from gnnstore.backend.server.serve_cli import serve_command
+from gnnstore.common.errors import GnnStoreError
 from gnnstore.demo import demo_command
 from gnnstore.ingest.cli import adopt_command, attach_command, ingest_command
-from gnnstore.common.errors import GnnStoreError
 
 
 @click.group()

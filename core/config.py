@@ -71,7 +71,7 @@ class ServerConfig:
             (``None``: no endpoint; 0 picks a free port, which the log names).
         metrics_host: the metrics endpoint's interface; it has no authentication, so a
             non-loopback one is logged as a warning.
-        data_plane: send large sampling replies through the data port (a plain or TLS socket
+        serve_data_port: send large sampling replies through the data port (a plain or TLS socket
             next to the gRPC port, read with a one-use ticket) instead of through gRPC.
         data_port: the data port on ``host`` (0 picks a free one, which the log names).
         data_public_port: the data port as clients reach it, where a port mapping (Docker)
@@ -109,7 +109,7 @@ class ServerConfig:
     tls_client_ca: Path | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
-    data_plane: bool = True
+    serve_data_port: bool = True
     data_port: int = 0
     data_public_port: int | None = None
 

@@ -27,7 +27,7 @@ from torch_geometric.loader import NodeLoader
 from torch_geometric.nn.models import GraphSAGE
 from torch_geometric.sampler import BaseSampler
 
-from gnnstore.backend.server_process import ServerProcess
+from gnnstore.backend.server.server_process import ServerProcess
 from gnnstore.client import EpochRecord, Prefetcher, RemoteNeighborSampler, TrainingReport, connect
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph

@@ -31,7 +31,12 @@ from gnnstore.ingest.neo4j_attach import attach_neo4j, read_spec
 from gnnstore.ingest.planetoid import RAW_SUFFIXES, load_planetoid
 from gnnstore.ingest.report import IngestReport
 from gnnstore.stores.data_dir import (
-    Stores, clear_ingest_record, discard_graph_writes, open_stores, read_ingest_record, write_ingest_record,
+    Stores,
+    clear_ingest_record,
+    discard_graph_writes,
+    open_stores,
+    read_ingest_record,
+    write_ingest_record,
 )
 from gnnstore.stores.neo4j_attached import AttachedSchema
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
@@ -228,7 +233,7 @@ def generate_command(
               help="Dataset name: Cora, CiteSeer or PubMed (raw files ind.<name>.*).")
 @target_options
 def planetoid_command(raw_dir: Path, name: str, target: Target, skip_if_done: bool) -> None:
-    """PyG's Planetoid raw files (e.g. ../shared/data/planetoid/Cora/raw)."""
+    """PyG's Planetoid raw files (e.g. tests/data/planetoid/Cora/raw)."""
     data = load_planetoid(raw_dir, name)
     files = {suffix: raw_dir / f"ind.{name.lower()}.{suffix}" for suffix in RAW_SUFFIXES}
     source = {"planetoid": {"name": name, "files": _digests(files)}}

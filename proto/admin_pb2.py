@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import common_pb2 as gnnstore_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gnnstore/v1/admin.proto\x12\x0bgnnstore.v1\x1a\x18gnnstore/v1/common.proto\"\r\n\x0bInfoRequest\"K\n\x0cNodeTypeInfo\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\x11\n\tnum_nodes\x18\x02 \x01(\x03\"y\n\x0c\x45\x64geTypeInfo\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12\x11\n\tnum_edges\x18\x02 \x01(\x03\x12\x15\n\rnum_src_nodes\x18\x03 \x01(\x03\x12\x15\n\rnum_dst_nodes\x18\x04 \x01(\x03\"\x94\x02\n\x0cInfoResponse\x12\x16\n\x0eserver_version\x18\x01 \x01(\t\x12\x15\n\rgraph_backend\x18\x02 \x01(\t\x12-\n\nnode_types\x18\x03 \x03(\x0b\x32\x19.gnnstore.v1.NodeTypeInfo\x12-\n\nedge_types\x18\x04 \x03(\x0b\x32\x19.gnnstore.v1.EdgeTypeInfo\x12+\n\x08\x66\x65\x61tures\x18\x05 \x03(\x0b\x32\x19.gnnstore.v1.TensorSchema\x12\x18\n\x10snapshot_version\x18\x06 \x01(\t\x12\x19\n\x11max_message_bytes\x18\x07 \x01(\x03\x12\x15\n\rgraph_version\x18\x08 \x01(\x04\"\x0e\n\x0cStatsRequest\"\xdb\x01\n\x0bMethodStats\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x10\n\x08requests\x18\x02 \x01(\x03\x12\x0e\n\x06\x65rrors\x18\x03 \x01(\x03\x12\x16\n\x0elatency_p50_ms\x18\x04 \x01(\x01\x12\x16\n\x0elatency_p99_ms\x18\x05 \x01(\x01\x12\x17\n\x0flatency_mean_ms\x18\x06 \x01(\x01\x12\x16\n\x0e\x62ytes_received\x18\x07 \x01(\x03\x12\x12\n\nbytes_sent\x18\x08 \x01(\x03\x12\x14\n\x0c\x62ytes_shared\x18\t \x01(\x03\x12\x0f\n\x07retries\x18\n \x01(\x03\"\x8a\x01\n\x0b\x43lientStats\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x10\n\x08requests\x18\x03 \x01(\x03\x12\x0e\n\x06\x65rrors\x18\x04 \x01(\x03\x12\x16\n\x0e\x62ytes_received\x18\x05 \x01(\x03\x12\x12\n\nbytes_sent\x18\x06 \x01(\x03\x12\x0f\n\x07retries\x18\x07 \x01(\x03\"\x96\x01\n\rStatsResponse\x12\x10\n\x08uptime_s\x18\x01 \x01(\x01\x12)\n\x07methods\x18\x02 \x03(\x0b\x32\x18.gnnstore.v1.MethodStats\x12)\n\x07\x63lients\x18\x03 \x03(\x0b\x32\x18.gnnstore.v1.ClientStats\x12\x1d\n\x15reply_segments_mapped\x18\x04 \x01(\x03\x32\x8b\x01\n\x0c\x41\x64minService\x12;\n\x04Info\x12\x18.gnnstore.v1.InfoRequest\x1a\x19.gnnstore.v1.InfoResponse\x12>\n\x05Stats\x12\x19.gnnstore.v1.StatsRequest\x1a\x1a.gnnstore.v1.StatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gnnstore/v1/admin.proto\x12\x0bgnnstore.v1\x1a\x18gnnstore/v1/common.proto\"\r\n\x0bInfoRequest\"K\n\x0cNodeTypeInfo\x12(\n\tnode_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.NodeType\x12\x11\n\tnum_nodes\x18\x02 \x01(\x03\"y\n\x0c\x45\x64geTypeInfo\x12(\n\tedge_type\x18\x01 \x01(\x0b\x32\x15.gnnstore.v1.EdgeType\x12\x11\n\tnum_edges\x18\x02 \x01(\x03\x12\x15\n\rnum_src_nodes\x18\x03 \x01(\x03\x12\x15\n\rnum_dst_nodes\x18\x04 \x01(\x03\"\x8f\x02\n\x0cInfoResponse\x12\x16\n\x0eserver_version\x18\x01 \x01(\t\x12\x15\n\rgraph_backend\x18\x02 \x01(\t\x12-\n\nnode_types\x18\x03 \x03(\x0b\x32\x19.gnnstore.v1.NodeTypeInfo\x12-\n\nedge_types\x18\x04 \x03(\x0b\x32\x19.gnnstore.v1.EdgeTypeInfo\x12+\n\x08\x66\x65\x61tures\x18\x05 \x03(\x0b\x32\x19.gnnstore.v1.TensorSchema\x12\x13\n\x0bsnapshot_id\x18\x06 \x01(\t\x12\x19\n\x11max_message_bytes\x18\x07 \x01(\x03\x12\x15\n\rgraph_version\x18\x08 \x01(\x04\"\x0e\n\x0cStatsRequest\"\xdb\x01\n\x0bMethodStats\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x10\n\x08requests\x18\x02 \x01(\x03\x12\x0e\n\x06\x65rrors\x18\x03 \x01(\x03\x12\x16\n\x0elatency_p50_ms\x18\x04 \x01(\x01\x12\x16\n\x0elatency_p99_ms\x18\x05 \x01(\x01\x12\x17\n\x0flatency_mean_ms\x18\x06 \x01(\x01\x12\x16\n\x0e\x62ytes_received\x18\x07 \x01(\x03\x12\x12\n\nbytes_sent\x18\x08 \x01(\x03\x12\x14\n\x0c\x62ytes_shared\x18\t \x01(\x03\x12\x0f\n\x07retries\x18\n \x01(\x03\"\x8a\x01\n\x0b\x43lientStats\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x10\n\x08requests\x18\x03 \x01(\x03\x12\x0e\n\x06\x65rrors\x18\x04 \x01(\x03\x12\x16\n\x0e\x62ytes_received\x18\x05 \x01(\x03\x12\x12\n\nbytes_sent\x18\x06 \x01(\x03\x12\x0f\n\x07retries\x18\x07 \x01(\x03\"\x96\x01\n\rStatsResponse\x12\x10\n\x08uptime_s\x18\x01 \x01(\x01\x12)\n\x07methods\x18\x02 \x03(\x0b\x32\x18.gnnstore.v1.MethodStats\x12)\n\x07\x63lients\x18\x03 \x03(\x0b\x32\x18.gnnstore.v1.ClientStats\x12\x1d\n\x15reply_segments_mapped\x18\x04 \x01(\x03\x32\x8b\x01\n\x0c\x41\x64minService\x12;\n\x04Info\x12\x18.gnnstore.v1.InfoRequest\x1a\x19.gnnstore.v1.InfoResponse\x12>\n\x05Stats\x12\x19.gnnstore.v1.StatsRequest\x1a\x1a.gnnstore.v1.StatsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,15 +39,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EDGETYPEINFO']._serialized_start=158
   _globals['_EDGETYPEINFO']._serialized_end=279
   _globals['_INFORESPONSE']._serialized_start=282
-  _globals['_INFORESPONSE']._serialized_end=558
-  _globals['_STATSREQUEST']._serialized_start=560
-  _globals['_STATSREQUEST']._serialized_end=574
-  _globals['_METHODSTATS']._serialized_start=577
-  _globals['_METHODSTATS']._serialized_end=796
-  _globals['_CLIENTSTATS']._serialized_start=799
-  _globals['_CLIENTSTATS']._serialized_end=937
-  _globals['_STATSRESPONSE']._serialized_start=940
-  _globals['_STATSRESPONSE']._serialized_end=1090
-  _globals['_ADMINSERVICE']._serialized_start=1093
-  _globals['_ADMINSERVICE']._serialized_end=1232
+  _globals['_INFORESPONSE']._serialized_end=553
+  _globals['_STATSREQUEST']._serialized_start=555
+  _globals['_STATSREQUEST']._serialized_end=569
+  _globals['_METHODSTATS']._serialized_start=572
+  _globals['_METHODSTATS']._serialized_end=791
+  _globals['_CLIENTSTATS']._serialized_start=794
+  _globals['_CLIENTSTATS']._serialized_end=932
+  _globals['_STATSRESPONSE']._serialized_start=935
+  _globals['_STATSRESPONSE']._serialized_end=1085
+  _globals['_ADMINSERVICE']._serialized_start=1088
+  _globals['_ADMINSERVICE']._serialized_end=1227
 # @@protoc_insertion_point(module_scope)

@@ -32,13 +32,13 @@ class EdgeTypeInfo(_message.Message):
     def __init__(self, edge_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., num_edges: _Optional[int] = ..., num_src_nodes: _Optional[int] = ..., num_dst_nodes: _Optional[int] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("server_version", "graph_backend", "node_types", "edge_types", "features", "snapshot_version", "max_message_bytes", "graph_version")
+    __slots__ = ("server_version", "graph_backend", "node_types", "edge_types", "features", "snapshot_id", "max_message_bytes", "graph_version")
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     GRAPH_BACKEND_FIELD_NUMBER: _ClassVar[int]
     NODE_TYPES_FIELD_NUMBER: _ClassVar[int]
     EDGE_TYPES_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
-    SNAPSHOT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     GRAPH_VERSION_FIELD_NUMBER: _ClassVar[int]
     server_version: str
@@ -46,10 +46,10 @@ class InfoResponse(_message.Message):
     node_types: _containers.RepeatedCompositeFieldContainer[NodeTypeInfo]
     edge_types: _containers.RepeatedCompositeFieldContainer[EdgeTypeInfo]
     features: _containers.RepeatedCompositeFieldContainer[_common_pb2.TensorSchema]
-    snapshot_version: str
+    snapshot_id: str
     max_message_bytes: int
     graph_version: int
-    def __init__(self, server_version: _Optional[str] = ..., graph_backend: _Optional[str] = ..., node_types: _Optional[_Iterable[_Union[NodeTypeInfo, _Mapping]]] = ..., edge_types: _Optional[_Iterable[_Union[EdgeTypeInfo, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[_common_pb2.TensorSchema, _Mapping]]] = ..., snapshot_version: _Optional[str] = ..., max_message_bytes: _Optional[int] = ..., graph_version: _Optional[int] = ...) -> None: ...
+    def __init__(self, server_version: _Optional[str] = ..., graph_backend: _Optional[str] = ..., node_types: _Optional[_Iterable[_Union[NodeTypeInfo, _Mapping]]] = ..., edge_types: _Optional[_Iterable[_Union[EdgeTypeInfo, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[_common_pb2.TensorSchema, _Mapping]]] = ..., snapshot_id: _Optional[str] = ..., max_message_bytes: _Optional[int] = ..., graph_version: _Optional[int] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ()

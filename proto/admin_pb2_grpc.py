@@ -50,7 +50,7 @@ class AdminServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Info(self, request, context):
-        """Node types, edge types, counts, feature schema and snapshot version.
+        """Node types, edge types, counts, feature schema and snapshot id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -24,6 +24,7 @@ from torch import Tensor
 from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.common.attr_schema import DTYPES, AttrSchema, dtype_from_name
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.graph_types import (
     HOMOGENEOUS_EDGE_GROUP,
     checked_edge_type,
@@ -34,7 +35,6 @@ from gnnstore.common.graph_types import (
 )
 
 from . import common_pb2 as pb
-from gnnstore.common.errors import InvalidRequestError
 from .reply_segment import ArrayWriter
 
 if sys.byteorder != "little":  # the wire is little-endian and torch.frombuffer uses host order
@@ -314,11 +314,3 @@ def attr_key_from_proto(message: pb.TensorAttrKey) -> tuple[object, str | None]:
         InvalidRequestError: an inconsistent node type.
     """
     return group_from_proto(message), attr_name_from_wire(message.attr_name)
-
-
-def describe(key: NodeType | EdgeType | None) -> str:
-    """A node or edge type (or feature group) as a message names it (``None`` reads 'the
-    homogeneous graph')."""
-    if key == HOMOGENEOUS_EDGE_GROUP:
-        return "the homogeneous graph's edges"
-    return "the homogeneous graph" if key is None else repr(key)

@@ -91,14 +91,14 @@ class SamplingOptions(_message.Message):
     def __init__(self, num_neighbors: _Optional[_Iterable[int]] = ..., per_edge_type: _Optional[_Iterable[_Union[Fanout, _Mapping]]] = ..., replace: _Optional[bool] = ..., disjoint: _Optional[bool] = ..., seed: _Optional[int] = ..., no_hops: _Optional[bool] = ..., time_attr: _Optional[str] = ..., temporal_strategy: _Optional[str] = ..., weight_attr: _Optional[str] = ..., graph_version: _Optional[int] = ...) -> None: ...
 
 class HotPrefix(_message.Message):
-    __slots__ = ("node_type", "count", "version")
+    __slots__ = ("node_type", "count", "snapshot_id")
     NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
-    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     node_type: _common_pb2.NodeType
     count: int
-    version: str
-    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., count: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+    snapshot_id: str
+    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., count: _Optional[int] = ..., snapshot_id: _Optional[str] = ...) -> None: ...
 
 class FeatureRequest(_message.Message):
     __slots__ = ("attrs", "known", "hot", "aligned", "wire_dtype")
@@ -137,12 +137,12 @@ class HotNodesRequest(_message.Message):
     def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., k: _Optional[int] = ...) -> None: ...
 
 class HotNodesResponse(_message.Message):
-    __slots__ = ("ids", "version")
+    __slots__ = ("ids", "snapshot_id")
     IDS_FIELD_NUMBER: _ClassVar[int]
-    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
     ids: _common_pb2.Tensor
-    version: str
-    def __init__(self, ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., version: _Optional[str] = ...) -> None: ...
+    snapshot_id: str
+    def __init__(self, ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., snapshot_id: _Optional[str] = ...) -> None: ...
 
 class ReplySegment(_message.Message):
     __slots__ = ("pid", "fd", "inode", "size", "nonce")
@@ -171,7 +171,7 @@ class ReplySegmentUse(_message.Message):
     def __init__(self, used: _Optional[bool] = ..., refused: _Optional[str] = ..., needed_bytes: _Optional[int] = ..., placed_bytes: _Optional[int] = ...) -> None: ...
 
 class SampleFromNodesRequest(_message.Message):
-    __slots__ = ("options", "input_type", "node", "input_id", "features", "reply_segment", "accept_payload", "time", "accept_bulk")
+    __slots__ = ("options", "input_type", "node", "input_id", "features", "reply_segment", "accept_payload", "time", "accept_data_port")
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -180,7 +180,7 @@ class SampleFromNodesRequest(_message.Message):
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     ACCEPT_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
-    ACCEPT_BULK_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_DATA_PORT_FIELD_NUMBER: _ClassVar[int]
     options: SamplingOptions
     input_type: _common_pb2.NodeType
     node: _common_pb2.Tensor
@@ -189,8 +189,8 @@ class SampleFromNodesRequest(_message.Message):
     reply_segment: ReplySegment
     accept_payload: bool
     time: _common_pb2.Tensor
-    accept_bulk: bool
-    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ..., time: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., accept_bulk: _Optional[bool] = ...) -> None: ...
+    accept_data_port: bool
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ..., time: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., accept_data_port: _Optional[bool] = ...) -> None: ...
 
 class NegativeSamplingSpec(_message.Message):
     __slots__ = ("mode", "amount")
@@ -201,7 +201,7 @@ class NegativeSamplingSpec(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., amount: _Optional[float] = ...) -> None: ...
 
 class SampleFromEdgesRequest(_message.Message):
-    __slots__ = ("options", "input_type", "input_id", "row", "col", "label", "neg_sampling", "features", "reply_segment", "accept_payload", "time", "accept_bulk")
+    __slots__ = ("options", "input_type", "input_id", "row", "col", "label", "neg_sampling", "features", "reply_segment", "accept_payload", "time", "accept_data_port")
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TYPE_FIELD_NUMBER: _ClassVar[int]
     INPUT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -213,7 +213,7 @@ class SampleFromEdgesRequest(_message.Message):
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     ACCEPT_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
-    ACCEPT_BULK_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_DATA_PORT_FIELD_NUMBER: _ClassVar[int]
     options: SamplingOptions
     input_type: _common_pb2.EdgeType
     input_id: _common_pb2.Tensor
@@ -225,8 +225,8 @@ class SampleFromEdgesRequest(_message.Message):
     reply_segment: ReplySegment
     accept_payload: bool
     time: _common_pb2.Tensor
-    accept_bulk: bool
-    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., label: _Optional[_Union[_common_pb2.OptionalTensor, _Mapping]] = ..., neg_sampling: _Optional[_Union[NegativeSamplingSpec, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ..., time: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., accept_bulk: _Optional[bool] = ...) -> None: ...
+    accept_data_port: bool
+    def __init__(self, options: _Optional[_Union[SamplingOptions, _Mapping]] = ..., input_type: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ..., input_id: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., row: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., col: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., label: _Optional[_Union[_common_pb2.OptionalTensor, _Mapping]] = ..., neg_sampling: _Optional[_Union[NegativeSamplingSpec, _Mapping]] = ..., features: _Optional[_Union[FeatureRequest, _Mapping]] = ..., reply_segment: _Optional[_Union[ReplySegment, _Mapping]] = ..., accept_payload: _Optional[bool] = ..., time: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., accept_data_port: _Optional[bool] = ...) -> None: ...
 
 class SampledEdges(_message.Message):
     __slots__ = ("edge_type", "row", "col", "edge")
@@ -256,7 +256,7 @@ class NodeRows(_message.Message):
     edge_group: _common_pb2.EdgeType
     def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., ids: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., attr_names: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[_common_pb2.Tensor, _Mapping]]] = ..., positions: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ..., edge_group: _Optional[_Union[_common_pb2.EdgeType, _Mapping]] = ...) -> None: ...
 
-class BulkTicket(_message.Message):
+class DataPortTicket(_message.Message):
     __slots__ = ("ticket", "port", "size")
     TICKET_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
@@ -267,7 +267,7 @@ class BulkTicket(_message.Message):
     def __init__(self, ticket: _Optional[bytes] = ..., port: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
 
 class SampleResponse(_message.Message):
-    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment", "payload", "bulk", "graph_version")
+    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment", "payload", "data_port_ticket", "graph_version")
     HETERO_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
@@ -278,7 +278,7 @@ class SampleResponse(_message.Message):
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     REPLY_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
-    BULK_FIELD_NUMBER: _ClassVar[int]
+    DATA_PORT_TICKET_FIELD_NUMBER: _ClassVar[int]
     GRAPH_VERSION_FIELD_NUMBER: _ClassVar[int]
     hetero: bool
     node: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
@@ -290,9 +290,9 @@ class SampleResponse(_message.Message):
     features: _containers.RepeatedCompositeFieldContainer[NodeRows]
     reply_segment: ReplySegmentUse
     payload: bytes
-    bulk: BulkTicket
+    data_port_ticket: DataPortTicket
     graph_version: int
-    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ..., payload: _Optional[bytes] = ..., bulk: _Optional[_Union[BulkTicket, _Mapping]] = ..., graph_version: _Optional[int] = ...) -> None: ...
+    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ..., payload: _Optional[bytes] = ..., data_port_ticket: _Optional[_Union[DataPortTicket, _Mapping]] = ..., graph_version: _Optional[int] = ...) -> None: ...
 
 class NodeKeys(_message.Message):
     __slots__ = ("node_type", "keys")

@@ -15,22 +15,23 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence, Set as AbstractSet
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import numpy as np
 import torch
 from rocksdict import WriteBatch
 from torch import Tensor
+from torch_geometric.typing import NodeType
 
-from gnnstore.common.graph_types import checked_node_type
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.graph_types import checked_node_type
 from gnnstore.stores.rocks_db import RocksDBHandle, open_rdict, scan_prefix
 
 logger = logging.getLogger(__name__)
 
 NodeKey = int | str
-NodeType = str | None
 
 _TYPE = b"\x00t"
 _NEXT_SLOT = b"\x00n"
@@ -77,7 +78,7 @@ class IdMap(RocksDBHandle):
             json.loads(key[len(_TYPE):]): _TypeInfo.from_json(value)
             for key, value in scan_prefix(self._db, _TYPE)
         }
-        self._types: dict[NodeType, _TypeInfo] = dict(
+        self._types: dict[NodeType | None, _TypeInfo] = dict(
             sorted(types.items(), key=lambda kv: kv[1].slot)
         )
 
@@ -86,11 +87,11 @@ class IdMap(RocksDBHandle):
 
     # ---- queries ---------------------------------------------------------------------------
 
-    def node_types(self) -> list[NodeType]:
+    def node_types(self) -> list[NodeType | None]:
         """Every node type that has at least been declared, in first-mapped order."""
         return list(self._types)
 
-    def num_nodes(self, node_type: NodeType) -> int:
+    def num_nodes(self, node_type: NodeType | None) -> int:
         """Number of ids given to ``node_type`` (its ids are ``0 .. num_nodes-1``).
 
         Raises:
@@ -98,7 +99,7 @@ class IdMap(RocksDBHandle):
         """
         return self._info(node_type).n
 
-    def to_ids(self, node_type: NodeType, keys: Iterable[NodeKey] | Tensor | np.ndarray) -> Tensor:
+    def to_ids(self, node_type: NodeType | None, keys: Iterable[NodeKey] | Tensor | np.ndarray) -> Tensor:
         """Global ids of known ``keys``, in order (duplicates kept).
 
         Raises:
@@ -116,7 +117,7 @@ class IdMap(RocksDBHandle):
             )
         return torch.from_numpy(ids)
 
-    def lookup(self, node_type: NodeType, keys: Iterable[NodeKey] | Tensor | np.ndarray) -> Tensor:
+    def lookup(self, node_type: NodeType | None, keys: Iterable[NodeKey] | Tensor | np.ndarray) -> Tensor:
         """Global id of each key in order, ``-1`` for a key the map does not know; never writes.
 
         One multi-get for the keys outside the identity prefix. A node type the map has never
@@ -132,7 +133,7 @@ class IdMap(RocksDBHandle):
         ids, _ = self._lookup(info, batch, positions=True)
         return torch.from_numpy(ids)
 
-    def to_keys(self, node_type: NodeType, ids: Sequence[int] | Tensor | np.ndarray) -> list[NodeKey]:
+    def to_keys(self, node_type: NodeType | None, ids: Sequence[int] | Tensor | np.ndarray) -> list[NodeKey]:
         """External keys of global ``ids``, in order.
 
         Raises:
@@ -155,7 +156,7 @@ class IdMap(RocksDBHandle):
 
     # ---- writes ----------------------------------------------------------------------------
 
-    def map_keys(self, node_type: NodeType, keys: Iterable[NodeKey] | Tensor | np.ndarray) -> Tensor:
+    def map_keys(self, node_type: NodeType | None, keys: Iterable[NodeKey] | Tensor | np.ndarray) -> Tensor:
         """Global ids of ``keys``; unseen keys get the next dense ids in first-seen order.
 
         One WriteBatch holds the new keys (both directions) and the new count, so a failure
@@ -193,7 +194,7 @@ class IdMap(RocksDBHandle):
         logger.info("id map %r: %d new ids (now %d)", node_type, new_info.n - info.n, new_info.n)
         return torch.from_numpy(ids)
 
-    def identity(self, node_type: NodeType, n: int) -> None:
+    def identity(self, node_type: NodeType | None, n: int) -> None:
         """Declare that ``node_type``'s keys ``0 .. n-1`` (ints) have ids equal to themselves.
 
         The fast path for ingesting a graph whose node keys are already dense ids: nothing is
@@ -223,7 +224,7 @@ class IdMap(RocksDBHandle):
 
     # ---- internals -------------------------------------------------------------------------
 
-    def _info(self, node_type: NodeType) -> _TypeInfo:
+    def _info(self, node_type: NodeType | None) -> _TypeInfo:
         info = self._types.get(node_type)
         if info is None:
             raise NotFoundError(
@@ -266,7 +267,7 @@ class _KeyBatch:
         self.ints, self.items = ints, items
 
     @classmethod
-    def of(cls, keys: object, node_type: NodeType) -> "_KeyBatch":
+    def of(cls, keys: object, node_type: NodeType | None) -> "_KeyBatch":
         if isinstance(keys, Tensor):
             keys = keys.detach().cpu().numpy()
         if isinstance(keys, np.ndarray):
@@ -367,7 +368,7 @@ class _KeyBatch:
         return [prefix + _encode(k) for k in self.items]
 
 
-def _type_key(node_type: NodeType) -> bytes:
+def _type_key(node_type: NodeType | None) -> bytes:
     return _TYPE + json.dumps(node_type).encode()
 
 
@@ -390,7 +391,7 @@ def _decode(raw: bytes) -> NodeKey:
     return int.from_bytes(raw[1:], "big") - (1 << 63)
 
 
-def _as_ids(ids: object, node_type: NodeType) -> np.ndarray:
+def _as_ids(ids: object, node_type: NodeType | None) -> np.ndarray:
     arr = ids.detach().cpu().numpy() if isinstance(ids, Tensor) else np.asarray(ids)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
         raise InvalidRequestError(

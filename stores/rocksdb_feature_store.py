@@ -62,7 +62,8 @@ _KEY = np.dtype([("p", "u1"), ("slot", ">u4"), ("id", ">u8")])
 _SST_MIN_ROWS = 4096  # below this a whole put goes through one WriteBatch
 _SST_CHUNK_ROWS = 1 << 16  # rows held as Python bytes at once while an SST file is written
 
-FeatureTensorType = Tensor | np.ndarray | list
+TensorInput = Tensor | np.ndarray | list
+"""What a put takes as a tensor: PyG's ``FeatureTensorType`` or a (nested) list."""
 
 _DTYPES: dict[str, torch.dtype] = {
     str(d).removeprefix("torch."): d
@@ -198,7 +199,7 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
 
     # ---- PyG hooks -------------------------------------------------------------------------
 
-    def _put_tensor(self, tensor: FeatureTensorType, attr: TensorAttr) -> bool:
+    def _put_tensor(self, tensor: TensorInput, attr: TensorAttr) -> bool:
         self._check_writable()
         group = check_group_name(attr.group_name)
         name = _check_attr_name(attr.attr_name)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from gnnstore.backend.server_process import free_port
+from gnnstore.backend.server.server_process import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCHER = ROOT / "docker" / "neo4j" / "Launcher.java"

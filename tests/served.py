@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from neo4j_server import Auth, wipe
 from torch_geometric.data import Data, HeteroData
 
-from gnnstore.backend.server_process import ServerProcess
+from gnnstore.backend.server.server_process import ServerProcess
 from gnnstore.client import server_stats
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.data_dir import open_stores
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
-from neo4j_server import Auth, wipe
 
 __all__ = [
     "ServerProcess",

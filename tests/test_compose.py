@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch_geometric.loader import NodeLoader
 from torch_geometric.nn.models import GraphSAGE
 
-from gnnstore.backend.server_process import free_port
+from gnnstore.backend.server.server_process import free_port
 from gnnstore.client import RemoteNeighborSampler, connect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,7 +136,7 @@ def _train_a_few_batches(env: dict[str, str]) -> list[float]:
             total += loss.item()
         losses.append(total / len(loader))
     # Shared memory cannot cross into the container: every batch came through the published data port.
-    assert fs.connection.data_plane and fs.connection.data_port().fetched == 2 * len(loader)
+    assert fs.connection.use_data_port and fs.connection.data_port().fetched == 2 * len(loader)
     fs.connection.close()
     return losses
 

@@ -20,8 +20,8 @@ import click
 import pytest
 import yaml
 
-from gnnstore.config import ENV_PREFIX, ServerConfig, load_config
 from gnnstore.cli import cli
+from gnnstore.config import ENV_PREFIX, ServerConfig, load_config
 from gnnstore.ingest.cli import resolve_target
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,7 +145,7 @@ def test_ingest_loads_the_graph_into_the_neo4j_the_server_reads() -> None:
     assert target.neo4j_uri == served.neo4j_uri == "bolt://neo4j:7687"
     assert target.neo4j_auth == (served.neo4j_user, served.neo4j_password)
     assert target.data_dir == served.data_dir  # features and ids where the server reads them
-    assert served.data_plane and served.data_port == served.data_public_port == 50052
+    assert served.serve_data_port and served.data_port == served.data_public_port == 50052
 
 
 def test_dockerfile_base_user_install_and_command() -> None:
@@ -206,9 +206,8 @@ def test_healthcheck_passes_against_a_serving_health_service(tls: bool, tmp_path
     from concurrent import futures
 
     import grpc
-    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
     from certificates import make_pki
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
     (health_args,) = instructions("HEALTHCHECK")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))

@@ -8,7 +8,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 from torch_geometric.typing import EdgeType
 
-from gnnstore.backend.topology import edge_ends
+from gnnstore.backend.engine.topology import edge_ends
 
 
 def power_law_edge_index(num_nodes: int, num_edges: int, seed: int, num_src: int | None = None) -> Tensor:

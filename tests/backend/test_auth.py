@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from gnnstore.backend.auth import METHOD_ROLES, ROLES, Principal, TokenTable, parse_tokens, required_role
+from gnnstore.backend.service.auth import METHOD_ROLES, ROLES, Principal, TokenTable, parse_tokens, required_role
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.config import load_config
 from gnnstore.proto import admin_pb2, feature_pb2, graph_pb2, idmap_pb2
-from gnnstore.common.errors import InvalidRequestError
 
 TOKEN = "t0k3n-" + "x" * 20
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnnstore.backend.degree_ranking import DegreeRanking
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.degree_ranking import DegreeRanking
+from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 
 
@@ -16,7 +16,7 @@ def test_homogeneous_ranking_by_out_degree_ties_by_id() -> None:
     assert ranking.top(None, 2).tolist() == [3, 1] and ranking.top(None, 99).numel() == 6
     assert ranking.hot_mask(None, 2).tolist() == [False, True, False, True, False, False]
     assert ranking.hot_mask(None, 0).sum() == 0 and ranking.hot_mask(None, 99).all()
-    assert ranking.version == "v7"
+    assert ranking.snapshot_id == "v7"
 
 
 def test_heterogeneous_out_degree_sums_every_edge_type_a_node_type_sources() -> None:

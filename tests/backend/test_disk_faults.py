@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from gnnstore.backend.disk import preallocated_npy
-from gnnstore.client import connect
-from gnnstore.ingest.generator import generate_graph
-from gnnstore.common.errors import ResourceExhaustedError
-from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
 from served import ServerProcess, ingest
+
+from gnnstore.client import connect
+from gnnstore.common.disk import preallocated_npy
+from gnnstore.common.errors import ResourceExhaustedError
+from gnnstore.ingest.generator import generate_graph
+from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
 
 
 @pytest.fixture

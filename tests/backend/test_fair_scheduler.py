@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gnnstore.backend.fair_scheduler import BULK_NICE, FairScheduler, SamplingPools
+from gnnstore.backend.service.fair_scheduler import BULK_NICE, FairScheduler, SamplingPools
 from gnnstore.common.errors import ResourceExhaustedError, ServerUnavailableError
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from gnnstore.backend import feature_tier, resident_arrays
-from gnnstore.backend.feature_tier import FeatureTier
+from gnnstore.backend.features import feature_tier, resident_arrays
+from gnnstore.backend.features.feature_tier import FeatureTier
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
@@ -138,7 +138,7 @@ def test_placed_rows_land_at_their_positions_and_nowhere_else(
 ) -> None:
     from torch_geometric.data import TensorAttr
 
-    from gnnstore.backend.tiered_feature_store import TieredFeatureStore
+    from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
 
     if not tier_current:  # a put the tier has not caught up with: reads fall back to RocksDB
         store.put_tensor(torch.zeros(3, 6), group_name="paper", attr_name="x", index=torch.tensor([0, 1, 2]))
@@ -158,7 +158,7 @@ def test_placed_rows_land_at_their_positions_and_nowhere_else(
 def test_attrs_sharing_one_index_read_their_own_rows_and_ranges(store: RocksDBFeatureStore, tier: FeatureTier) -> None:
     from torch_geometric.data import TensorAttr
 
-    from gnnstore.backend.tiered_feature_store import TieredFeatureStore
+    from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
 
     reader = TieredFeatureStore(store, tier)
     ids = torch.tensor([3, 80, 3])
@@ -188,7 +188,7 @@ def _inodes(snapshot: feature_tier.TierSnapshot) -> dict:
     ],
 )
 def test_a_change_rewrites_only_what_it_changed(tier: FeatureTier, store: RocksDBFeatureStore, write: str) -> None:
-    from gnnstore.backend.feature_tier import Change
+    from gnnstore.backend.features.feature_tier import Change
 
     before = tier.snapshot()
     old_rows, old = torch.from_numpy(np.array(before.array("paper", "x").rows)), _inodes(before)
@@ -225,7 +225,7 @@ def test_a_change_rewrites_only_what_it_changed(tier: FeatureTier, store: RocksD
 
 
 def test_a_change_from_another_base_version_exports_everything(tier: FeatureTier, store: RocksDBFeatureStore) -> None:
-    from gnnstore.backend.feature_tier import Change
+    from gnnstore.backend.features.feature_tier import Change
 
     before = _inodes(tier.snapshot())
     store.put_tensor(torch.ones(1, 6), group_name="paper", attr_name="x", index=torch.tensor([0]))

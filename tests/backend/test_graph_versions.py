@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from gnnstore.backend.graph_versions import EdgeWrite, GraphVersions
-from gnnstore.backend.graph_write_log import WriteLog
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.topology import TopologySnapshot
+from gnnstore.backend.versions.graph_versions import EdgeWrite, GraphVersions
+from gnnstore.backend.versions.write_log import WriteLog
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 
 ET = ("user", "rates", "item")
@@ -48,7 +48,7 @@ def check(topo: object, alive: np.ndarray, num_src: int, num_dst: int) -> None:
 
 def write(versions: GraphVersions, counts: dict, changes: dict) -> int:
     with versions.write_lock:
-        return versions.commit(versions.prepare(counts, changes)).version
+        return versions.commit(versions.prepare(counts, changes)).graph_version
 
 
 def ids(*values: int) -> np.ndarray:

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 from prometheus_client.parser import text_string_to_metric_families
+from served import ServerProcess, ingest
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.backend.server_process import free_port
+from gnnstore.backend.server.server_process import free_port
 from gnnstore.client import RemoteNeighborSampler, connect, server_info
-from gnnstore.ingest.generator import generate_graph
 from gnnstore.common.errors import PreconditionError
-from served import ServerProcess, ingest
+from gnnstore.ingest.generator import generate_graph
 
 
 def scrape(port: int) -> dict[str, list]:
@@ -51,8 +51,8 @@ def test_a_scrape_counts_calls_latencies_bytes_and_the_servers_state(tmp_path: P
         assert value(samples, "gnnstore_reply_segments_mapped") == 0  # the socket only
         assert value(samples, "gnnstore_data_port_held_bytes") == 0  # payloads too small for it
         assert value(samples, "gnnstore_data_port_connections") == 0
-        version = server_info(server.address).snapshot_version
-        assert value(samples, "gnnstore_server_info", snapshot_version=version) == 1
+        version = server_info(server.address).snapshot_id
+        assert value(samples, "gnnstore_server_info", snapshot_id=version) == 1
         assert value(samples, "process_resident_memory_bytes") > 0
         log = (tmp_path / "server.log").read_text()
         assert f"http://127.0.0.1:{port}/metrics" in log and "no authentication" not in log

@@ -11,9 +11,9 @@ from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader, NodeLoader
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 
-from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
-from gnnstore.backend.snapshot_builder import build_snapshot
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.backend.engine.snapshot_builder import build_snapshot
+from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore

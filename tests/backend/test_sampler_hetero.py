@@ -8,8 +8,8 @@ from torch_geometric.data import HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NumNeighbors
 
-from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 
 

@@ -1,4 +1,4 @@
-"""The engine against reference samplers: the pure-torch one in ../shared, and PyG's own when installed."""
+"""The engine against reference samplers: the pure-torch one in tests/reference, and PyG's own when installed."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,17 +10,16 @@ import torch
 from sampler_checks import hetero_graph, power_law_edge_index
 from torch_geometric.data import Data, HeteroData
 
-from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.backend.engine.topology import TopologySnapshot
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "pyg-contract-examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "reference"
 N, E = 250, 2500
 
 
 def _reference_module():  # noqa: ANN202 (a module loaded by path)
     if not (EXAMPLES / "torch_sampler.py").is_file():
-        pytest.fail(f"the reference sampler is missing: expected {EXAMPLES}/torch_sampler.py "
-                    "(../shared beside the clone)")
+        pytest.fail(f"the reference sampler is missing: expected {EXAMPLES}/torch_sampler.py")
     sys.path.insert(0, str(EXAMPLES))  # torch_sampler imports pyg_testing_stores beside it
     try:
         import torch_sampler

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from served import ingest
 from torch_geometric.sampler import NodeSamplerInput, SamplerOutput
 
-from gnnstore.backend.server import GnnStoreServer, sampling_threads
+from gnnstore.backend.server.server import GnnStoreServer, sampling_threads
 from gnnstore.client import RemoteNeighborSampler
 from gnnstore.config import ServerConfig
 from gnnstore.ingest.generator import generate_graph
-from served import ingest
 
 CALLS = 12
 

@@ -11,21 +11,21 @@ from pathlib import Path
 import grpc
 import pytest
 import torch
+from served import ServerProcess, ingest
 from torch_geometric.data import HeteroData
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.backend.error_translation import translate_errors
+from gnnstore.backend.service.error_translation import translate_errors
 from gnnstore.client import Connection, RemoteNeighborSampler, connect, server_info, server_stats
-from gnnstore.ingest.generator import generate_hetero_graph
-from gnnstore.proto import feature_pb2, graph_pb2
-from gnnstore.proto.codec import ids_to_proto, node_type_to_proto, tensor_to_proto
 from gnnstore.common.errors import (
     InvalidRequestError,
     NotFoundError,
     ServerUnavailableError,
 )
-from gnnstore.proto.sample_codec import options_to_proto
-from served import ServerProcess, ingest
+from gnnstore.ingest.generator import generate_hetero_graph
+from gnnstore.proto import feature_pb2, graph_pb2
+from gnnstore.proto.codec import ids_to_proto, node_type_to_proto, tensor_to_proto
+from gnnstore.proto.sampling_options import options_to_proto
 
 MAX_SEEDS = 300
 

@@ -6,8 +6,8 @@ import torch
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 
-from gnnstore.backend.sampler import SamplingEngine, SnapshotNeighborSampler
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError
 
 N = 300

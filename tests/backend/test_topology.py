@@ -13,9 +13,9 @@ from sampler_checks import hetero_graph, power_law_edge_index
 from torch import Tensor
 from torch_geometric.data import EdgeAttr
 
-from gnnstore.backend.sampler import SamplingEngine
-from gnnstore.backend.snapshot_builder import build_snapshot
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.sampler import SamplingEngine
+from gnnstore.backend.engine.snapshot_builder import build_snapshot
+from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError, MalformedFileError, NotFoundError, PreconditionError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 from gnnstore.stores.kuzu_graph_store import KuzuGraphStore

@@ -7,10 +7,10 @@ import torch
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.backend.sampler import SnapshotNeighborSampler
-from gnnstore.backend.sampling_engine import SamplingEngine
-from gnnstore.backend.topology import TopologySnapshot
-from gnnstore.backend.weight_index import edge_weights
+from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
+from gnnstore.backend.engine.sampling_engine import SamplingEngine
+from gnnstore.backend.engine.topology import TopologySnapshot
+from gnnstore.backend.engine.weight_index import edge_weights
 from gnnstore.common.errors import InvalidRequestError
 
 DRAWS = 20_000

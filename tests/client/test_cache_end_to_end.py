@@ -6,6 +6,7 @@ import time
 
 import pytest
 import torch
+from served import ServerProcess, requests_made
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import NodeLoader
@@ -20,10 +21,9 @@ from gnnstore.client import (
     server_stats,
 )
 from gnnstore.client.prefetch import THREAD_NAME
+from gnnstore.common.errors import InvalidRequestError
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_from_proto, node_type_to_proto
-from gnnstore.common.errors import InvalidRequestError
-from served import ServerProcess, requests_made
 
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
 MULTI_GET = "/gnnstore.v1.FeatureService/MultiGet"
@@ -116,7 +116,7 @@ def test_the_hot_set_is_the_top_out_degree_nodes_and_saves_bytes(
     fs, gs = connect(homo_server.address, cache_bytes=100 * ROW_BYTES, cache_policy="static")
     expected = hottest(homo_graph.edge_index, homo_graph.num_nodes)[:100]
     assert fs.exchange.hot[None].count == 100
-    assert fs.exchange.hot[None].version == server_info(homo_server.address).snapshot_version
+    assert fs.exchange.hot[None].snapshot_id == server_info(homo_server.address).snapshot_id
     assert torch.equal(torch.sort(fs.cache.known_ids(None)).values, torch.sort(expected).values)
     plain_fs, plain_gs = connect(homo_server.address)
     sent = []

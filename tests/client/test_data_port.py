@@ -16,22 +16,23 @@ from pathlib import Path
 
 import pytest
 import torch
+from certificates import make_pki
 from prometheus_client.parser import text_string_to_metric_families
+from served import ServerProcess, ingest, serve_graph, start_server
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.backend.server_process import free_port
+from gnnstore.backend.server.server_process import free_port
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect, server_stats
 from gnnstore.client.channel import Connection
-from certificates import make_pki
 from gnnstore.client.data_port import DataPortClient, client_tls
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.common.errors import ServerUnavailableError
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.sample_codec import node_input_to_proto, options_to_proto
-from served import ServerProcess, ingest, serve_graph, start_server
+from gnnstore.proto.sampler_input import node_input_to_proto
+from gnnstore.proto.sampling_options import options_to_proto
 
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
 KEYS = ("n_id", "edge_index", "e_id", "x", "y", "train_mask")
@@ -61,9 +62,9 @@ def gauge(name: str) -> float:
 
 
 def epoch(
-    address: str, *, data_plane: bool = True, prefetch: int = 0, **connection: object
+    address: str, *, use_data_port: bool = True, prefetch: int = 0, **connection: object
 ) -> tuple[list[Data], Connection]:
-    fs, gs = connect(address, shared_memory=False, data_plane=data_plane, **connection)
+    fs, gs = connect(address, shared_memory=False, use_data_port=use_data_port, **connection)
     sampler = RemoteNeighborSampler(fs, [10, 5], feature_store=fs, seed=4)
     loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(1200), batch_size=300)
     return list(Prefetcher(loader, depth=prefetch) if prefetch else loader), fs.connection
@@ -81,7 +82,7 @@ def test_batches_through_the_data_port_equal_those_through_grpc(server: ServerPr
     sent_before = server_stats(server.address)[SAMPLE].bytes_sent if SAMPLE in server_stats(server.address) else 0
     via_port, connection = epoch(server.address, prefetch=3)
     sent_port = server_stats(server.address)[SAMPLE].bytes_sent - sent_before
-    via_grpc, plain = epoch(server.address, data_plane=False)
+    via_grpc, plain = epoch(server.address, use_data_port=False)
     sent_grpc = server_stats(server.address)[SAMPLE].bytes_sent - sent_before - sent_port
     assert connection.data_port().fetched == 4, "every batch's payload came from the data port"
     assert plain.data_port() is None
@@ -108,8 +109,8 @@ def test_an_unreachable_data_port_warns_once_and_the_replies_come_through_grpc(
             batches, connection = epoch(misconfigured.address)
         warned = [r.getMessage() for r in caplog.records if "data port" in r.getMessage()]
         assert len(warned) == 1 and f"127.0.0.1:{nowhere}" in warned[0] and "--data-public-port" in warned[0]
-        assert connection.data_plane is False
-        assert_same(batches, epoch(server.address, data_plane=False)[0], graph)
+        assert connection.use_data_port is False
+        assert_same(batches, epoch(server.address, use_data_port=False)[0], graph)
     finally:
         misconfigured.stop()
 
@@ -129,20 +130,20 @@ def test_a_payload_gone_from_the_data_port_is_asked_for_again_through_grpc(
     batches, connection = epoch(server.address)
     assert thief.fetched == 4 and connection.data_port().fetched == 0
     assert server_stats(server.address)[SAMPLE].requests - requests_before == 8, "each batch asked twice"
-    assert connection.data_plane, "a spent ticket does not turn the data port off"
+    assert connection.use_data_port, "a spent ticket does not turn the data port off"
     monkeypatch.undo()
-    assert_same(batches, epoch(server.address, data_plane=False)[0], graph)
+    assert_same(batches, epoch(server.address, use_data_port=False)[0], graph)
     thief.close()
 
 
-def test_a_server_without_the_data_plane_answers_through_grpc(
+def test_a_server_without_the_data_port_answers_through_grpc(
     graph: Data, server: ServerProcess, tmp_path: Path
 ) -> None:
-    without = serve_graph(graph, tmp_path, "--read-only", "--no-data-plane")
+    without = serve_graph(graph, tmp_path, "--read-only", "--no-serve-data-port")
     try:
         batches, connection = epoch(without.address)
         assert connection.data_port().fetched == 0
-        assert_same(batches, epoch(server.address, data_plane=False)[0], graph)
+        assert_same(batches, epoch(server.address, use_data_port=False)[0], graph)
     finally:
         without.stop()
 
@@ -163,14 +164,14 @@ def test_over_tls_the_data_port_speaks_tls_and_a_plaintext_reader_gets_nothing(
     try:
         batches, connection = epoch(secure.address, **client)
         assert connection.data_port().fetched == 4
-        assert_same(batches, epoch(server.address, data_plane=False)[0], graph)
+        assert_same(batches, epoch(server.address, use_data_port=False)[0], graph)
         # A reply's ticket sent in plaintext to the TLS port: the handshake fails, nothing is
         # sent back, and the ticket is still good for the TLS reader it was issued to.
         request = node_input_to_proto(NodeSamplerInput(input_id=None, node=torch.arange(300)))
         request.options.CopyFrom(options_to_proto([10, 5], replace=False, disjoint=False, seed=1))
         request.features.CopyFrom(RemoteFeatureStore(connection).exchange.request([(None, "x")], 0))
-        request.accept_payload = request.accept_bulk = True
-        ticket = connection.call("GraphService", "SampleFromNodes", request).message.bulk
+        request.accept_payload = request.accept_data_port = True
+        ticket = connection.call("GraphService", "SampleFromNodes", request).message.data_port_ticket
         assert ticket.size > 0
         with socket.create_connection(("127.0.0.1", ticket.port), timeout=10) as plain:
             plain.sendall(ticket.ticket)
@@ -206,7 +207,7 @@ def test_an_epoch_through_the_data_port_rides_through_a_server_restart(graph: Da
                 time.sleep(0.5)
                 started.append(start_server(data_dir, "--read-only", "--port", str(port), name="second"))
         assert_same(got, want, graph)
-        assert fs.connection.data_plane, "a port that worked before is not given up on"
+        assert fs.connection.use_data_port, "a port that worked before is not given up on"
         fetched = fs.connection.data_port().fetched
         assert fetched >= 1 and fs.connection.retries > 0
         again, _ = epoch(started[-1].address)
@@ -217,12 +218,12 @@ def test_an_epoch_through_the_data_port_rides_through_a_server_restart(graph: Da
 
 
 def test_a_data_port_that_worked_before_is_tried_again_one_never_reached_is_not(server: ServerProcess) -> None:
-    closed = graph_pb2.BulkTicket(ticket=bytes(16), port=free_port(), size=10)  # nobody listens there
+    closed = graph_pb2.DataPortTicket(ticket=bytes(16), port=free_port(), size=10)  # nobody listens there
     _, worked = epoch(server.address)
     assert worked.data_port().fetched == 4
-    assert worked.fetch_payload(closed) is None and worked.data_plane, "the server may be restarting"
+    assert worked.fetch_payload(closed) is None and worked.use_data_port, "the server may be restarting"
     fresh = connect(server.address, shared_memory=False)[0].connection
-    assert fresh.fetch_payload(closed) is None and not fresh.data_plane, "a firewall: gRPC from now on"
+    assert fresh.fetch_payload(closed) is None and not fresh.use_data_port, "a firewall: gRPC from now on"
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
@@ -258,4 +259,4 @@ def test_a_refused_segment_sends_the_large_reply_through_the_data_port(server: S
     batches = list(loader)
     assert pool.refused is not None and "nonce" in pool.refused
     assert fs.connection.data_port().fetched == 4, "the refused call's reply as well"
-    assert_same(batches, epoch(server.address, data_plane=False)[0], graph)
+    assert_same(batches, epoch(server.address, use_data_port=False)[0], graph)

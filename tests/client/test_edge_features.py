@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from served import ServerProcess, ingest_into_neo4j, requests_made, serve_graph, start_neo4j_server
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NodeLoader
 
@@ -16,8 +17,8 @@ from gnnstore.client.hot_set import warm_hot_set
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_to_proto
-from gnnstore.proto.sample_codec import IdBitmap, compact_ids, feature_request_to_proto, options_to_proto
-from served import ServerProcess, ingest_into_neo4j, requests_made, serve_graph, start_neo4j_server
+from gnnstore.proto.feature_request import IdBitmap, compact_ids, feature_request_to_proto
+from gnnstore.proto.sampling_options import options_to_proto
 
 N, E = 300, 3000
 MULTIGET = "/gnnstore.v1.FeatureService/MultiGet"

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+from served import ServerProcess
 from torch import Tensor
 from torch_geometric.data import Data, TensorAttr
 from torch_geometric.loader import NodeLoader
@@ -13,8 +14,7 @@ from torch_geometric.sampler import SamplerOutput
 
 from gnnstore.client import FeatureExchange, RemoteFeatureStore, RemoteNeighborSampler, connect
 from gnnstore.client.feature_cache import FeatureCache
-from gnnstore.proto.sample_codec import NodeRows
-from served import ServerProcess
+from gnnstore.proto.node_rows import NodeRows
 
 
 class WarmRows:

@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from served import ServerProcess, ingest, serve_graph, start_server
 from torch_geometric.data import Data, HeteroData, TensorAttr
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.backend.sampler import SnapshotNeighborSampler
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
+from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.client import RemoteNeighborSampler, connect
 from gnnstore.stores.data_dir import open_stores
-from served import ServerProcess, ingest, serve_graph, start_server
 
 
 def test_zero_hops_samples_the_seeds_alone_as_in_memory(homo_server: ServerProcess, homo_graph: Data) -> None:

@@ -9,8 +9,8 @@ from grpc_health.v1 import health_pb2
 
 from gnnstore.client import Connection, connect
 from gnnstore.client.retry import IDEMPOTENT_CALLS, NEVER_RETRIED, Backoff
-from gnnstore.proto import admin_pb2, feature_pb2, graph_pb2, idmap_pb2
 from gnnstore.common.errors import InvalidRequestError, ServerUnavailableError
+from gnnstore.proto import admin_pb2, feature_pb2, graph_pb2, idmap_pb2
 
 
 def test_every_rpc_is_either_retried_or_named_as_never_retried() -> None:
@@ -51,11 +51,11 @@ def test_a_server_never_reached_fails_at_once_without_retrying() -> None:
     assert not connection.is_serving()  # the health check is a probe: never retried either
     with pytest.raises(ServerUnavailableError):
         connection.call("Health", "Check", health_pb2.HealthCheckRequest())
-    assert connection.retries == 0 and connection.data_version is None
+    assert connection.retries == 0 and connection.snapshot_id is None
 
 
 def test_the_version_a_connection_began_with_travels_to_loader_workers() -> None:
     connection = Connection("127.0.0.1:1")
-    connection.data_version, connection.retries = "abc-3", 4
+    connection.snapshot_id, connection.retries = "abc-3", 4
     copy = pickle.loads(pickle.dumps(connection))
-    assert copy.data_version == "abc-3" and copy.retries == 0  # retries are counted per process
+    assert copy.snapshot_id == "abc-3" and copy.retries == 0  # retries are counted per process

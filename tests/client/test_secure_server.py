@@ -18,23 +18,30 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from certificates import Pki, make_pki
 from grpc_health.v1 import health_pb2
+from served import ServerProcess, ingest, start_server
 from torch_geometric.data import Data
 from torch_geometric.data.feature_store import TensorAttr
 from torch_geometric.loader import NodeLoader
 from torch_geometric.nn import GraphSAGE
 from torch_geometric.sampler import NodeSamplerInput
 
-from certificates import Pki, make_pki
 from gnnstore.client import (
-    Connection, GraphWriter, RemoteNeighborSampler, client_stats, connect, server_info, server_stats,
+    Connection,
+    GraphWriter,
+    RemoteNeighborSampler,
+    client_stats,
+    connect,
+    server_info,
+    server_stats,
 )
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
-from gnnstore.proto import graph_pb2
 from gnnstore.common.errors import AuthenticationError, PermissionDeniedError, ServerUnavailableError
+from gnnstore.proto import graph_pb2
 from gnnstore.proto.reply_segment import ReplySegment
-from gnnstore.proto.sample_codec import node_input_to_proto, options_to_proto
-from served import ServerProcess, ingest, start_server
+from gnnstore.proto.sampler_input import node_input_to_proto
+from gnnstore.proto.sampling_options import options_to_proto
 
 TOKENS = {role: f"{role}-{secrets.token_urlsafe(24)}" for role in ("reader", "writer", "admin")}
 UNKNOWN = secrets.token_urlsafe(24)

@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from served import ServerProcess, ingest
 from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader, NodeLoader
 from torch_geometric.sampler import NegativeSampling
 
-from gnnstore.backend.server_process import free_port
+from gnnstore.backend.server.server_process import free_port
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, client_stats, connect, server_info
-from gnnstore.ingest.generator import generate_graph
 from gnnstore.common.errors import PreconditionError, ServerUnavailableError
-from served import ServerProcess, ingest
+from gnnstore.ingest.generator import generate_graph
 
 NUM_SEEDS = 600
 BATCH_SIZE = 50
@@ -170,7 +170,7 @@ def test_a_server_back_with_other_data_stops_the_epoch_naming_both_versions(
 ) -> None:
     other = ingest(generate_graph(3000, 6.0, 16, 4, seed=6), tmp_path / "other")
     loader = make_loader(server, False, 0, shared_memory=True)
-    began_with = server_info(server.address).snapshot_version
+    began_with = server_info(server.address).snapshot_id
     restarted: list[threading.Thread] = []
 
     def restart_on_other_data() -> None:
@@ -181,7 +181,7 @@ def test_a_server_back_with_other_data_stops_the_epoch_naming_both_versions(
         with pytest.raises(PreconditionError) as caught:
             epoch(loader, prefetch=False, after_batch=1, disturb=restart_on_other_data)
         restarted[0].join()
-        now = server_info(server.address).snapshot_version
+        now = server_info(server.address).snapshot_id
         assert now != began_with
         assert began_with in str(caught.value) and now in str(caught.value)
     finally:

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from served import ServerProcess, serve_graph
 from torch_geometric.data import Data
 from torch_geometric.loader import LinkLoader, NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.backend.sampler import SnapshotNeighborSampler
-from gnnstore.backend.sampling_engine import SamplingEngine
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
+from gnnstore.backend.engine.sampling_engine import SamplingEngine
+from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.client import RemoteNeighborSampler, connect
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from served import ServerProcess, serve_graph
 
 N = 400
 

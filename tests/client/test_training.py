@@ -7,17 +7,17 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from served import ServerProcess, ingest, start_server
+from torch import Tensor
 from torch_geometric.data import Data, FeatureStore, GraphStore
 from torch_geometric.loader import NodeLoader
 from torch_geometric.nn.models import GraphSAGE
-from torch import Tensor
 
-from gnnstore.backend.sampler import SnapshotNeighborSampler
-from gnnstore.backend.snapshot_builder import build_snapshot
+from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
+from gnnstore.backend.engine.snapshot_builder import build_snapshot
 from gnnstore.client import RemoteNeighborSampler, connect
 from gnnstore.ingest.planetoid import load_planetoid
 from gnnstore.stores.data_dir import open_stores
-from served import ServerProcess, ingest, start_server
 
 TRAIN_FANOUTS = [10, 5]
 EVAL_FANOUTS = [-1, -1]

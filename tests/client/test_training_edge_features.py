@@ -10,16 +10,16 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.nn.functional as F
+from served import ServerProcess, serve_graph
 from torch import Tensor, nn
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.nn import GINEConv
 
-from gnnstore.backend.sampler import SnapshotNeighborSampler
-from gnnstore.backend.sampling_engine import SamplingEngine
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
+from gnnstore.backend.engine.sampling_engine import SamplingEngine
+from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.client import EdgeFeatures, Prefetcher, RemoteNeighborSampler, connect
-from served import ServerProcess, serve_graph
 
 N, CLASSES, IN_DEGREE = 1500, 4, 6
 FANOUTS = [6, 4]

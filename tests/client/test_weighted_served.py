@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from served import ServerProcess, serve_graph
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.backend.sampler import SnapshotNeighborSampler
-from gnnstore.backend.sampling_engine import SamplingEngine
-from gnnstore.backend.topology import TopologySnapshot
+from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
+from gnnstore.backend.engine.sampling_engine import SamplingEngine
+from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.client import RemoteNeighborSampler, connect
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from served import ServerProcess, serve_graph
 
 N, E = 300, 4000
 

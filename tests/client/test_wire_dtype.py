@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from served import ServerProcess, serve_graph
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
@@ -12,8 +13,8 @@ from gnnstore.client.feature_cache import FeatureCache
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import ids_to_proto
-from gnnstore.proto.sample_codec import feature_request_to_proto, options_to_proto
-from served import ServerProcess, serve_graph
+from gnnstore.proto.feature_request import feature_request_to_proto
+from gnnstore.proto.sampling_options import options_to_proto
 
 N, E = 300, 3000
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gnnstore.backend.server_process import free_port
+from gnnstore.backend.server.server_process import free_port
 from gnnstore.common.errors import MalformedFileError, ServerUnavailableError
 from gnnstore.ingest.neo4j_attach import LabelSpec, read_neo4j_graph, read_spec
 

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 import torch
 from graph_store_contract import random_coo
+from neo4j_server import LocalNeo4j
+from served import start_neo4j_server
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.backend.sampler import SnapshotNeighborSampler
-from gnnstore.backend.snapshot_builder import build_snapshot
+from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
+from gnnstore.backend.engine.snapshot_builder import build_snapshot
 from gnnstore.client import RemoteNeighborSampler, connect
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 from gnnstore.stores.neo4j_import import ImportFilesGraphStore, admin_import_args, write_import_files
-from neo4j_server import LocalNeo4j
-from served import start_neo4j_server
 
 pytestmark = pytest.mark.neo4j
 

@@ -1,0 +1,212 @@
+"""``SnapshotNeighborSampler``: a PyG ``BaseSampler`` over the in-process sampling engine.
+
+It plugs into ``NodeLoader``, ``LinkLoader``, ``NeighborLoader(neighbor_sampler=...)`` and
+``LinkNeighborLoader(neighbor_sampler=...)``. Metadata, negative sampling and label indices
+come from PyG's own ``node_sample`` / ``edge_sample``, so batches are built exactly as with
+PyG's ``NeighborSampler``: ``n_id`` global, ``edge_index`` and every label index
+(``edge_label_index``, ``src_index``, ``dst_pos_index``, ``dst_neg_index``) **local**, the
+global id of a negative is ``n_id[dst_neg_index]``, and ``e_id`` are the graph store's edge
+ids (``edge_permutation`` is ``None``).
+
+Construction is cheap (validation only): the server builds one per request around a shared
+:class:`SamplingEngine`, which holds every large buffer.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import Tensor
+from torch_geometric.sampler import (
+    BaseSampler,
+    EdgeSamplerInput,
+    HeteroSamplerOutput,
+    NegativeSampling,
+    NodeSamplerInput,
+    NumNeighbors,
+    SamplerOutput,
+)
+from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
+from torch_geometric.typing import NodeType
+
+from gnnstore.backend.engine.sampling_engine import Fanouts, SamplingEngine
+from gnnstore.backend.engine.temporal_index import TemporalIndex, TemporalRequest
+from gnnstore.backend.engine.topology import TopologySnapshot, edge_ends
+from gnnstore.backend.engine.weight_index import WeightIndex
+from gnnstore.common.allocate import Allocate
+from gnnstore.common.call_seed import seeded_call_seed
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.temporal import TEMPORAL_STRATEGIES
+
+__all__ = ["Fanouts", "SamplingEngine", "SnapshotNeighborSampler"]
+
+
+class SnapshotNeighborSampler(BaseSampler):
+    """Uniform (temporal, or weighted) neighbour sampling over a topology snapshot, with PyG's
+    ``NeighborSampler`` output.
+
+    Args:
+        engine_or_snapshot: a shared :class:`SamplingEngine`, or a snapshot to build one from.
+        num_neighbors: fanouts per hop (-1 = all neighbours): one list, or a dict edge type →
+            list (every edge type, one length), or PyG's ``NumNeighbors``.
+        replace: sample with replacement.
+        disjoint: each seed gets its own subtree; batches carry ``batch``.
+        seed: makes the sampled batches repeatable: call ``i`` (in each loader worker) uses a
+            stream derived from ``(seed, worker id, i)``. ``None`` draws from torch's global
+            generator, as PyG does, so ``torch.manual_seed`` repeats a run. Negatives are always
+            drawn by PyG from torch's global generator.
+        allocate: makes the output id tensors (default ``torch.empty``); the server passes its
+            reply segment's, so a sample is written where the reply is read.
+        temporal: sample temporally over this index (``engine.temporal_index(node_time)``), as
+            PyG's ``NeighborSampler(time_attr=...)`` with node times does (always disjoint):
+            a node reached from a seed has only neighbours no later than the seed's time
+            (``input_time`` / ``edge_label_time``, else the seed's own node time).
+        temporal_strategy: ``'uniform'`` (draw among the allowed neighbours) or ``'last'``
+            (the ``k`` latest of them).
+        weights: pick neighbours in proportion to their edges' weights over this index
+            (``engine.weight_index(weights)``), as PyG's ``NeighborSampler(weight_attr=...)``;
+            edges of weight 0 are never picked. Not together with ``temporal``.
+
+    Raises:
+        NotFoundError: a fanout dict names an edge type the graph lacks.
+        InvalidRequestError: fanouts that are not ints >= -1 or lists of different lengths, or
+            an unknown temporal strategy, or both ``temporal`` and ``weights``.
+    """
+
+    def __init__(
+        self,
+        engine_or_snapshot: SamplingEngine | TopologySnapshot,
+        num_neighbors: Sequence[int] | Mapping | NumNeighbors,
+        *,
+        replace: bool = False,
+        disjoint: bool = False,
+        seed: int | None = None,
+        allocate: Allocate | None = None,
+        temporal: TemporalIndex | None = None,
+        temporal_strategy: str = "uniform",
+        weights: WeightIndex | None = None,
+    ) -> None:
+        if isinstance(engine_or_snapshot, TopologySnapshot):
+            engine_or_snapshot = SamplingEngine(engine_or_snapshot)
+        if not isinstance(engine_or_snapshot, SamplingEngine):
+            raise InvalidRequestError(
+                "SnapshotNeighborSampler needs a SamplingEngine or a TopologySnapshot, got "
+                f"{type(engine_or_snapshot).__name__}"
+            )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise InvalidRequestError(f"seed must be an int or None, got {seed!r}")
+        self.engine = engine_or_snapshot
+        self.fanouts: Fanouts = self.engine.fanouts(num_neighbors)
+        if temporal_strategy not in TEMPORAL_STRATEGIES:
+            raise InvalidRequestError(
+                f"temporal_strategy must be one of {TEMPORAL_STRATEGIES}, got {temporal_strategy!r}"
+            )
+        if temporal is not None and weights is not None:
+            raise InvalidRequestError("weighted and temporal sampling cannot be combined; choose one")
+        self.replace = bool(replace)
+        self.weights = weights
+        self.temporal = temporal
+        self.temporal_strategy = temporal_strategy
+        self.disjoint = bool(disjoint) or temporal is not None  # as PyG: temporal means disjoint
+        self.seed = seed
+        self.allocate = allocate
+        self._calls = itertools.count()
+
+    @property
+    def num_nodes(self) -> int | dict[NodeType, int]:
+        """Node count (homogeneous) or node type → count: the range negatives are drawn from."""
+        return self.engine.num_nodes
+
+    @property
+    def edge_permutation(self) -> None:
+        """``None``: ``edge`` already holds the graph store's edge ids."""
+        return None
+
+    def sample_from_nodes(
+        self, index: NodeSamplerInput, **kwargs: object
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """Sample around the seed nodes of ``index`` (**global** ids); metadata ``(input_id, time)``.
+
+        Raises:
+            NotFoundError: ``index.input_type`` is not a node type of the graph.
+            InvalidRequestError: a seed id out of range, or seed times without a time attribute.
+        """
+        return node_sample(index, self._sample)
+
+    def sample_from_edges(
+        self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """Sample around the endpoints of seed links (and negatives, uniform over the dense id range).
+
+        Raises:
+            NotFoundError: an endpoint type of ``index.input_type`` is not a node type.
+            InvalidRequestError: an endpoint id out of range, or link times without a time
+                attribute (or a time attribute without link times).
+        """
+        self._check_link_input(index)
+        node_time = None
+        if self.temporal is not None:  # negatives no later than their link, as PyG draws them
+            node_time = {nt: torch.from_numpy(t) for nt, t in self.temporal.node_time.items()}
+            node_time = node_time if self.engine.is_hetero else node_time.get(None)
+        return edge_sample(index, self._sample, self.num_nodes, self.disjoint, node_time, neg_sampling)
+
+    def _sample(
+        self, seed: Tensor | dict[NodeType, Tensor], seed_time: object = None, **kwargs: object
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """One engine call: ``node`` global (seeds first), ``row``/``col`` local, ``edge`` e_ids."""
+        temporal = None
+        if self.temporal is not None:
+            if seed_time is not None and not isinstance(seed_time, Mapping):
+                seed_time = {None: seed_time}
+            temporal = TemporalRequest(self.temporal, seed_time, self.temporal_strategy == "last")
+        elif seed_time is not None:
+            raise InvalidRequestError("seed times were given, but no time attribute (time_attr) to sample by")
+        return self.engine.sample(
+            seed,
+            self.fanouts,
+            replace=self.replace,
+            disjoint=self.disjoint,
+            random_seed=self._call_seed(),
+            allocate=self.allocate,
+            temporal=temporal,
+            weights=self.weights,
+        )
+
+    def _call_seed(self) -> int | None:
+        """The random seed of the next call, or ``None`` to draw it from torch's generator."""
+        return None if self.seed is None else seeded_call_seed(self.seed, next(self._calls))
+
+    def _check_link_input(self, index: EdgeSamplerInput) -> None:
+        """Check endpoint ids before negatives are drawn, naming the endpoint and the id."""
+        if (index.time is None) != (self.temporal is None):
+            raise InvalidRequestError(
+                "temporal link sampling needs both a time attribute (time_attr) and the links' "
+                "times (edge_label_time)" if self.temporal is not None else
+                "link times (edge_label_time) were given, but no time attribute (time_attr) to sample by"
+            )
+        input_type = index.input_type
+        counts = self.engine.snapshot.num_nodes
+        if input_type is None and self.engine.is_hetero:
+            raise InvalidRequestError("a heterogeneous graph needs the seed links' edge type")
+        if input_type is not None and not self.engine.is_hetero:
+            raise InvalidRequestError(
+                f"a homogeneous graph takes seed links without an edge type, got {input_type!r}"
+            )
+        # An edge type the graph lacks is fine when its node types exist: as in PyG, the links
+        # to predict may be of a relation with no edges yet; the seeds are their endpoints.
+        src, dst = edge_ends(input_type)
+        for name, nt, ids in (("source", src, index.row), ("destination", dst, index.col)):
+            if nt not in counts:
+                raise NotFoundError(
+                    f"link {name} type {nt!r} of {input_type!r} is not a node type of the graph "
+                    f"(has: {list(counts)})"
+                )
+            if not ids.numel():
+                continue
+            low, high = int(ids.min()), int(ids.max())
+            if low < 0 or high >= counts[nt]:
+                bad = low if low < 0 else high
+                raise InvalidRequestError(
+                    f"link {name} id {bad} of node type {nt!r} is out of range [0, {counts[nt]})"
+                )

@@ -1,0 +1,125 @@
+"""PyG's sampler outputs to and from their wire form.
+
+Node ids in ``node`` are global; ``row``/``col`` and every index in ``metadata`` are local
+(positions in the batch's node list); ``edge`` holds global edge ids. See ``graph.proto``.
+"""
+from __future__ import annotations
+
+from torch import Tensor
+from torch_geometric.sampler import (
+    HeteroSamplerOutput,
+    SamplerOutput,
+)
+
+from gnnstore.common.errors import InvalidRequestError
+
+from . import common_pb2, graph_pb2
+from .codec import (
+    edge_type_from_proto,
+    edge_type_to_proto,
+    ids_from_proto,
+    ids_to_proto,
+    node_type_from_proto,
+    node_type_to_proto,
+    optional_tensor_from_proto,
+    optional_tensor_to_proto,
+)
+from .reply_segment import ArrayWriter
+
+
+def output_to_proto(
+    out: SamplerOutput | HeteroSamplerOutput, segment: ArrayWriter | None = None
+) -> graph_pb2.SampleResponse:
+    """Encode a sampler output (its id tensors in ``segment`` when given); feature rows are
+    added by the caller."""
+    response = graph_pb2.SampleResponse(hetero=isinstance(out, HeteroSamplerOutput))
+    if isinstance(out, HeteroSamplerOutput):
+        nodes, rows, cols, edges = out.node, out.row, out.col, out.edge or {}
+        batches = out.batch or {}
+        node_counts, edge_counts = out.num_sampled_nodes, out.num_sampled_edges
+    else:
+        nodes, rows, cols = {None: out.node}, {None: out.row}, {None: out.col}
+        edges = {} if out.edge is None else {None: out.edge}
+        batches = {} if out.batch is None else {None: out.batch}
+        node_counts = None if out.num_sampled_nodes is None else {None: out.num_sampled_nodes}
+        edge_counts = None if out.num_sampled_edges is None else {None: out.num_sampled_edges}
+    for node_type, node in nodes.items():
+        response.node.add(node_type=node_type_to_proto(node_type), ids=ids_to_proto(node, segment))
+    for edge_type, row in rows.items():
+        entry = response.edges.add(
+            edge_type=edge_type_to_proto(edge_type),
+            row=ids_to_proto(row, segment),
+            col=ids_to_proto(cols[edge_type], segment),
+        )
+        if edges.get(edge_type) is not None:
+            entry.edge.CopyFrom(ids_to_proto(edges[edge_type], segment))
+    for node_type, batch in batches.items():
+        response.batch.add(node_type=node_type_to_proto(node_type), ids=ids_to_proto(batch, segment))
+    for node_type, counts in (node_counts or {}).items():
+        response.num_sampled_nodes.add(
+            node_type=node_type_to_proto(node_type), counts=[int(c) for c in counts]
+        )
+    for edge_type, counts in (edge_counts or {}).items():
+        response.num_sampled_edges.add(
+            edge_type=edge_type_to_proto(edge_type), counts=[int(c) for c in counts]
+        )
+    metadata = out.metadata if isinstance(out.metadata, tuple) else (out.metadata,)
+    response.metadata.extend(_metadata_entry(value) for value in metadata)
+    return response
+
+
+def _metadata_entry(value: object) -> common_pb2.OptionalTensor:
+    if value is not None and not isinstance(value, Tensor):
+        raise InvalidRequestError(f"sampler metadata holds a {type(value).__name__}, not a tensor")
+    return optional_tensor_to_proto(value)
+
+
+def output_from_proto(
+    response: graph_pb2.SampleResponse, shared: memoryview | None = None
+) -> SamplerOutput | HeteroSamplerOutput:
+    """Decode a SampleResponse into the SamplerOutput / HeteroSamplerOutput PyG's loaders read
+    (``shared``: the bytes of the reply segment the request offered; arrays there decode as
+    views of it)."""
+    node = {
+        node_type_from_proto(n.node_type): ids_from_proto(n.ids, "sampled node ids", shared)
+        for n in response.node
+    }
+    row, col, edge = {}, {}, {}
+    for entry in response.edges:
+        edge_type = edge_type_from_proto(entry.edge_type)
+        row[edge_type] = ids_from_proto(entry.row, "sampled row", shared)
+        col[edge_type] = ids_from_proto(entry.col, "sampled col", shared)
+        if entry.HasField("edge"):
+            edge[edge_type] = ids_from_proto(entry.edge, "sampled edge ids", shared)
+    batch = {
+        node_type_from_proto(b.node_type): ids_from_proto(b.ids, "batch", shared)
+        for b in response.batch
+    }
+    node_counts = {
+        node_type_from_proto(c.node_type): list(c.counts) for c in response.num_sampled_nodes
+    }
+    edge_counts = {
+        edge_type_from_proto(c.edge_type): list(c.counts) for c in response.num_sampled_edges
+    }
+    metadata = tuple(optional_tensor_from_proto(m) for m in response.metadata)
+    if response.hetero:
+        return HeteroSamplerOutput(
+            node=node,
+            row=row,
+            col=col,
+            edge=edge or None,
+            batch=batch or None,
+            num_sampled_nodes=node_counts or None,
+            num_sampled_edges=edge_counts or None,
+            metadata=metadata,
+        )
+    return SamplerOutput(
+        node=node[None],
+        row=row[None],
+        col=col[None],
+        edge=edge.get(None),
+        batch=batch.get(None),
+        num_sampled_nodes=node_counts.get(None),
+        num_sampled_edges=edge_counts.get(None),
+        metadata=metadata,
+    )
