@@ -1,7 +1,7 @@
 """Edge rows per batch with and without a trainer-side edge cache, in one run.
 
 A generated power-law graph (default 100k nodes, 2.5M edges, 100 float32 node features) gets a
-16-float edge attribute per edge, is ingested into Kùzu + RocksDB and served by a real
+16-float edge attribute per edge, is ingested into LadybugDB + RocksDB and served by a real
 ``gnnstore serve`` child process. A ``NodeLoader`` (1024 seeds a batch, fanouts [15, 10], a 20%
 static+SIEVE node cache, prefetch 2) adds the edge rows with ``EdgeFeatures``: without an edge
 cache, then with SIEVE edge caches of 20% and 50% of the edge rows' bytes, each in a fresh

@@ -1,4 +1,4 @@
-"""Ingest benchmark: a generated power-law graph into Kùzu + RocksDB, rows/s per step.
+"""Ingest benchmark: a generated power-law graph into LadybugDB + RocksDB, rows/s per step.
 
     python benchmarks/ingest.py --nodes 1000000 --avg-degree 25 --features 100
 

@@ -1,7 +1,7 @@
 """Mini-batch loading and training: in memory vs. a gnnstore server over loopback, in one run.
 
 One generated power-law graph (``gnnstore.ingest.generator``; default 1M nodes, 25M edges, 100
-float32 features), ingested into Kùzu + RocksDB and served by a real ``gnnstore serve`` child
+float32 features), ingested into LadybugDB + RocksDB and served by a real ``gnnstore serve`` child
 process. Every configuration runs in a fresh spawned trainer process (so its RSS is its own) on
 the same seeds (1024 per batch, fanouts [15, 10]):
 

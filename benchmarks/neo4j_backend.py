@@ -6,7 +6,7 @@ on a shared machine:
 
     nice -n 10 python benchmarks/neo4j_backend.py            # 100k nodes, 1M edges
     nice -n 10 python benchmarks/neo4j_backend.py --small    # 20k nodes, 100k edges
-    nice -n 10 python benchmarks/neo4j_backend.py --bulk 25000000   # bulk import and export, beside Kùzu
+    nice -n 10 python benchmarks/neo4j_backend.py --bulk 25000000   # bulk import and export, beside LadybugDB
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from gnnstore.ingest.graph_ingest import ingest_graph  # noqa: E402
 from gnnstore.ingest.neo4j_attach import read_neo4j_graph, read_spec  # noqa: E402
 from gnnstore.stores import neo4j_graph_store  # noqa: E402
 from gnnstore.stores.data_dir import open_stores  # noqa: E402
-from gnnstore.stores.kuzu_graph_store import KuzuGraphStore  # noqa: E402
+from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore  # noqa: E402
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore  # noqa: E402
 from gnnstore.stores.neo4j_import import admin_import_args, write_import_files  # noqa: E402
 from gnnstore.stores.neo4j_schema import HOMO_LABEL, HOMO_REL  # noqa: E402
@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--fanouts", type=int, nargs="+", default=[10, 5])
     parser.add_argument("--bulk", type=int, metavar="EDGES",
                         help="only the bulk paths (import, then export and attach of the imported graph) on a "
-                        "graph of EDGES edges and EDGES/25 nodes, beside Kùzu's ingest and export of the same graph")
+                        "graph of EDGES edges and EDGES/25 nodes, beside LadybugDB's ingest and export of the same graph")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     num_nodes, num_edges = (20_000, 100_000) if args.small else (100_000, 1_000_000)
@@ -98,7 +98,7 @@ def main() -> None:
     if args.bulk:
         with tempfile.TemporaryDirectory(prefix="gnnstore-bench-neo4j-") as tmp:
             bulk_import(Path(tmp), args.bulk // 25, args.bulk, export=True)
-            kuzu_beside(Path(tmp), args.bulk // 25, args.bulk)
+            embedded_beside(Path(tmp), args.bulk // 25, args.bulk)
         return
     with tempfile.TemporaryDirectory(prefix="gnnstore-bench-neo4j-") as tmp:
         server = None
@@ -117,7 +117,7 @@ def main() -> None:
 def bulk_import(tmp: Path, num_nodes: int, num_edges: int, export: bool = False) -> float:
     """A new database through ``neo4j-admin database import``: gnnstore writes the files,
     Neo4j imports them, gnnstore adopts the graph; with ``export``, the imported edges are then
-    read back (``export_rates``) and attached (``attach``, into edge files and into Kùzu).
+    read back (``export_rates``) and attached (``attach``, into edge files and into the graph database).
     Prints each step; returns the import's edges/s overall."""
     row, col = power_law_edges(num_nodes, num_edges, seed=1)
     started = time.perf_counter()
@@ -174,17 +174,17 @@ def export_rates(store: Neo4jGraphStore, expected: tuple[torch.Tensor, torch.Ten
     print(f"ratio {default} sessions / 1: {max(rates[default]) / max(rates[1]):.2f}x (best of each)")
 
 
-def kuzu_beside(tmp: Path, num_nodes: int, num_edges: int) -> None:
-    """The same graph into and out of the embedded default (Kùzu): edges/s of each."""
+def embedded_beside(tmp: Path, num_nodes: int, num_edges: int) -> None:
+    """The same graph into and out of the embedded default (LadybugDB): edges/s of each."""
     row, col = power_law_edges(num_nodes, num_edges, seed=1)
-    with KuzuGraphStore(tmp / "kuzu") as store:
+    with EmbeddedGraphStore(tmp / "graph.lbug") as store:
         started = time.perf_counter()
         store.put_edge_index((row, col), None, "coo", size=(num_nodes, num_nodes))
         put_s = time.perf_counter() - started
         started = time.perf_counter()
         read = sum(r.numel() for r, _, _ in store.iter_edge_index(None))
         read_s = time.perf_counter() - started
-    print(f"Kùzu, the same graph: ingest {num_edges / put_s:,.0f} edges/s, export {read / read_s:,.0f} edges/s")
+    print(f"LadybugDB, the same graph: ingest {num_edges / put_s:,.0f} edges/s, export {read / read_s:,.0f} edges/s")
 
 
 def attach(uri: str, tmp: Path, num_edges: int, edge_feature: bool = False, edge_files: bool = True) -> None:
@@ -193,8 +193,8 @@ def attach(uri: str, tmp: Path, num_edges: int, edge_feature: bool = False, edge
     ``edge_feature``, the relationships' ``eid`` property as an edge feature too), in a fresh
     process whose peak anonymous memory (heap, not mapped files) is reported beside its level
     before reading. The topology
-    goes to edge files, as an attach writes it, or with ``edge_files=False`` into Kùzu, as an
-    attach wrote it before."""
+    goes to edge files, as an attach writes it, or with ``edge_files=False`` into the graph
+    database, as an attach wrote it before."""
     spec_file = tmp / "attach.toml"
     spec_file.write_text(
         f'[labels.{HOMO_LABEL}]\nkey = "id"\nfeatures = {{ x = "id" }}\n'
@@ -209,7 +209,7 @@ def attach(uri: str, tmp: Path, num_edges: int, edge_feature: bool = False, edge
         )
     shutil.rmtree(tmp / "attached", ignore_errors=True)
     what = "with one relationship property as an edge feature" if edge_feature else "topology and node features"
-    into = "edge files" if edge_files else "Kùzu (as before)"
+    into = "edge files" if edge_files else "the graph database (as before)"
     print(f"attach, {what} (read in one transaction, then ingest into {into} + RocksDB): read "
           f"{num_edges / read_s:,.0f} edges/s ({read_s:.1f} s), {num_edges / total_s:,.0f} edges/s in all "
           f"({total_s:.1f} s); peak anonymous memory {peak_mb:,.0f} MB, {peak_mb - start_mb:,.0f} MB above the "

@@ -1,4 +1,5 @@
-"""Store throughput: RocksDB feature puts/gets, id-map calls and Kùzu edge loads, in rows/s.
+"""Store throughput: RocksDB feature puts/gets, id-map calls and graph-database edge loads
+(LadybugDB, the default engine), in rows/s.
 
 Each figure is printed with the same operation on in-memory arrays (the baseline, measured in
 the same run) and the ratio store/baseline.
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnstore.stores import IdMap, KuzuGraphStore, RocksDBFeatureStore
+from gnnstore.stores import EmbeddedGraphStore, IdMap, RocksDBFeatureStore
 
 
 def timed(fn: Callable[[], object]) -> tuple[float, object]:
@@ -81,27 +82,27 @@ def bench_edges(root: Path, edges: int, nodes: int) -> None:
     row = torch.randint(0, nodes, (edges,), generator=gen)
     col = torch.randint(0, nodes, (edges,), generator=gen)
     et = ("paper", "cites", "paper")
-    with KuzuGraphStore(root / "graph.kuzu") as store:
+    with EmbeddedGraphStore(root / "graph.lbug") as store:
         base, _ = timed(lambda: (row.clone(), col.clone()))
         sec, _ = timed(lambda: store.put_edge_index((row, col), et, "coo", size=(nodes, nodes)))
-        report("kuzu put coo (first load)", edges, sec, base)
+        report("graph db put coo (first load)", edges, sec, base)
         sec, _ = timed(lambda: store.put_edge_index((row, col), et, "coo", size=(nodes, nodes)))
-        report("kuzu put coo (replace)", edges, sec, base)
+        report("graph db put coo (replace)", edges, sec, base)
         sec, out = timed(lambda: store.get_edge_index(et, "coo"))
         assert torch.equal(out[0], row) and torch.equal(out[1], col)
-        report("kuzu get_edge_index coo", edges, sec, base)
+        report("graph db get_edge_index coo", edges, sec, base)
         sec, chunks = timed(lambda: list(store.iter_edge_index(et, 1 << 18)))
-        report("kuzu iter_edge_index (256k chunks)", edges, sec, base)
+        report("graph db iter_edge_index (256k chunks)", edges, sec, base)
         store.page_edges = max(1, edges // 4)
         sec, chunks = timed(lambda: list(store.iter_edge_index(et, 1 << 18)))
-        report("kuzu iter_edge_index (4 pages)", edges, sec, base)
+        report("graph db iter_edge_index (4 pages)", edges, sec, base)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="feature rows and id-map keys")
     parser.add_argument("--dim", type=int, default=100, help="float32 values per feature row")
-    parser.add_argument("--edges", type=int, default=1_000_000, help="edges loaded into Kùzu")
+    parser.add_argument("--edges", type=int, default=1_000_000, help="edges loaded into the graph database")
     parser.add_argument("--nodes", type=int, default=100_000, help="nodes the edges connect")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gnnstore-bench-") as tmp:

@@ -1,6 +1,6 @@
 """gnnstore: a database-backed remote backend for PyTorch Geometric.
 
-Import the room you need: ``gnnstore.stores`` (PyG stores over Kùzu, Neo4j and RocksDB),
+Import the room you need: ``gnnstore.stores`` (PyG stores over LadybugDB, Kùzu, Neo4j and RocksDB),
 ``gnnstore.ingest``, ``gnnstore.backend`` (the gRPC service) and ``gnnstore.client``.
 """
 from gnnstore.common.errors import (

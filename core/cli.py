@@ -1,19 +1,49 @@
-"""The ``gnnstore`` command line: its ``add_command`` lines are the table of contents."""
+"""The ``gnnstore`` command line: its table of commands is the table of contents.
+
+Each command's module is imported only when that command runs (or shows its own help), so
+``gnnstore --help`` and ``gnnstore version`` answer at once, without loading torch or PyG.
+"""
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 
 import click
 
 from gnnstore import __version__
-from gnnstore.backend.server.serve_cli import serve_command
 from gnnstore.common.errors import GnnStoreError
-from gnnstore.demo import demo_command
-from gnnstore.ingest.cli import adopt_command, attach_command, ingest_command
+
+COMMANDS = {  # name -> (module:attribute, the one line `gnnstore --help` shows)
+    "ingest": ("gnnstore.ingest.cli:ingest_command", "Load a graph into the stores."),
+    "attach": ("gnnstore.ingest.cli:attach_command", "Serve a graph kept in another database, in its own schema."),
+    "neo4j-adopt": ("gnnstore.ingest.cli:adopt_command", "Make a graph imported by neo4j-admin a gnnstore graph."),
+    "migrate": ("gnnstore.ingest.cli:migrate_command", "Convert a data directory's graph to another engine."),
+    "serve": ("gnnstore.backend.server.serve_cli:serve_command", "Serve a data directory over gRPC."),
+    "demo": ("gnnstore.demo:demo_command", "Generate, ingest, serve and train GraphSAGE, end to end."),
+}
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """A group whose commands (but ``version``) are imported when they are used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*COMMANDS, *self.commands])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands or name not in COMMANDS:
+            return self.commands.get(name)
+        module, attribute = COMMANDS[name][0].split(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1] if name in COMMANDS else self.commands[name].get_short_help_str())
+                for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup)
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG level.")
 def cli(verbose: bool) -> None:
     """gnnstore: train PyG models on graphs that live in databases."""
@@ -24,18 +54,10 @@ def cli(verbose: bool) -> None:
     )
 
 
-@click.command("version")
+@cli.command("version")
 def version_command() -> None:
     """Print gnnstore's version."""
     click.echo(__version__)
-
-
-cli.add_command(version_command)
-cli.add_command(ingest_command)
-cli.add_command(adopt_command)
-cli.add_command(attach_command)
-cli.add_command(serve_command)
-cli.add_command(demo_command)
 
 
 def main() -> None:

@@ -18,7 +18,9 @@ from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES, MIN_MAX_MESSAGE_BYT
 
 ENV_PREFIX = "GNNSTORE_"
 SECRETS = frozenset({"neo4j_password", "auth_tokens"})
-GRAPH_BACKENDS = ("kuzu", "neo4j")
+GRAPH_BACKENDS = ("embedded", "ladybug", "kuzu", "neo4j")
+"""``embedded``: the data directory's own graph (LadybugDB for a new one); ``ladybug`` and ``kuzu``:
+that embedded engine, the one a directory must have been made with; ``neo4j``: a Neo4j server."""
 NEO4J_SAMPLING_MODES = ("snapshot", "live")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
@@ -31,7 +33,8 @@ class ServerConfig:
         data_dir: the data directory ``gnnstore ingest`` wrote (graph, features, id map).
         host: interface to bind; 127.0.0.1 keeps the server local.
         port: port to bind; 0 picks a free one (the start-up line reports it).
-        graph_backend: ``kuzu`` (embedded, in ``data_dir``) or ``neo4j``.
+        graph_backend: one of ``GRAPH_BACKENDS``: the graph in ``data_dir`` (``embedded``: whichever
+            engine made it; ``ladybug``, ``kuzu``: that one), or in ``neo4j``.
         neo4j_uri, neo4j_user: where Neo4j runs and who logs in.
         neo4j_password: only from ``GNNSTORE_NEO4J_PASSWORD``.
         neo4j_sampling: ``snapshot`` (sample a memory-mapped copy) or ``live`` (query Neo4j).
@@ -81,7 +84,7 @@ class ServerConfig:
     data_dir: Path = Path("gnnstore-data")
     host: str = "127.0.0.1"
     port: int = 50051
-    graph_backend: str = "kuzu"
+    graph_backend: str = "embedded"
     neo4j_uri: str = "bolt://127.0.0.1:7687"
     neo4j_user: str = "neo4j"
     neo4j_password: str | None = dataclasses.field(default=None, repr=False)
@@ -260,3 +263,8 @@ def _parse(name: str, value: Any, source: str) -> Any:
         return str(value)
     except (TypeError, ValueError):
         raise InvalidRequestError(f"{source}: {value!r} is not a valid {kind} for {name}") from None
+
+
+def embedded_engine(graph_backend: str) -> str | None:
+    """The embedded engine ``graph_backend`` names (``None``: the directory's own, or none)."""
+    return graph_backend if graph_backend in ("ladybug", "kuzu") else None

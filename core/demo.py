@@ -1,6 +1,6 @@
 """``gnnstore demo``: generate a learnable graph, ingest it, serve it, train GraphSAGE through it.
 
-Everything a user would do, on the embedded default (Kùzu + RocksDB): the graph goes through
+Everything a user would do, on the embedded default (LadybugDB + RocksDB): the graph goes through
 ``ingest_graph`` into a data directory, a ``gnnstore serve`` child process serves it on a free
 port, and a 2-layer GraphSAGE trains with PyG's ``NodeLoader`` over the remote stores and the
 remote sampler (features ride with each sample: one round trip per mini-batch). A feature cache
@@ -32,6 +32,7 @@ from gnnstore.client import EpochRecord, Prefetcher, RemoteNeighborSampler, Trai
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.data_dir import open_stores
+from gnnstore.stores.graph_engines import DEFAULT_ENGINE, ENGINES
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class DemoSettings:
     prefetch: int = 2
     seed: int = 0
     target_accuracy: float = 0.8
+    graph_engine: str = DEFAULT_ENGINE.name
 
 
 @dataclass(frozen=True)
@@ -176,10 +178,12 @@ def _run(
                            seed=settings.seed)
     say(f"generated a power-law graph: {graph.num_nodes} nodes, {graph.num_edges} edges, "
         f"{settings.features} features, {settings.classes} classes")
-    with open_stores(data_dir) as stores:
+    with open_stores(data_dir, engine=settings.graph_engine) as stores:
         ingest_graph(graph, stores)
-    say(f"ingested into {data_dir} (Kùzu + RocksDB) in {time.perf_counter() - started:.1f} s")
-    with ServerProcess(data_dir, "--read-only", log=tmp / "server.log") as server:
+    engine = ENGINES[settings.graph_engine].label
+    say(f"ingested into {data_dir} ({engine} + RocksDB) in {time.perf_counter() - started:.1f} s")
+    serve_args = ("--read-only", "--graph-backend", settings.graph_engine)
+    with ServerProcess(data_dir, *serve_args, log=tmp / "server.log") as server:
         say(server.startup_line)
         feature_bytes = sum(graph[k].numel() * graph[k].element_size() for k in graph.node_attrs())
         fs, gs = connect(server.address, cache_bytes=int(settings.cache_fraction * feature_bytes))
@@ -230,11 +234,13 @@ def _run(
               show_default=True, help="Validation accuracy whose first reaching is timed.")
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
               show_default=True, help="Where gnnstore-demo-report.json and .png are written.")
+@click.option("--graph-backend", type=click.Choice(sorted(ENGINES)), default=DEFAULT_ENGINE.name,
+              show_default=True, help="The embedded graph database the graph goes to.")
 @click.option("-v", "--verbose", is_flag=True, help="Show gnnstore's INFO logs.")
 def demo_command(
     data_dir: Path | None, nodes: int, epochs: int, batch_size: int, fanouts: str, num_workers: int,
     cache_fraction: float, prefetch: int, seed: int, target_accuracy: float, report_dir: Path,
-    verbose: bool,
+    graph_backend: str, verbose: bool,
 ) -> None:
     """Generate a graph, ingest it, serve it and train GraphSAGE through the remote loaders."""
     if not verbose and logging.getLogger().getEffectiveLevel() > logging.DEBUG:
@@ -245,5 +251,6 @@ def demo_command(
         raise click.BadParameter(f"expected integers like 10,5; got {fanouts!r}", param_hint="--fanouts")
     settings = DemoSettings(nodes=nodes, epochs=epochs, batch_size=batch_size, fanouts=hops,
                             num_workers=num_workers, cache_fraction=cache_fraction,
-                            prefetch=prefetch, seed=seed, target_accuracy=target_accuracy)
+                            prefetch=prefetch, seed=seed, target_accuracy=target_accuracy,
+                            graph_engine=graph_backend)
     run_demo(settings, data_dir, report_dir, click.echo)

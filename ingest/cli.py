@@ -1,6 +1,6 @@
 """``gnnstore ingest``: a generated graph, Planetoid files or CSV/Parquet files into the stores.
 
-The graph goes to Kùzu in ``--data-dir`` or, with ``--graph-backend neo4j``, to Neo4j (or to
+The graph goes to an embedded database in ``--data-dir`` or, with ``--graph-backend neo4j``, to Neo4j (or to
 ``neo4j-admin`` import files for a new database, ``--neo4j-import-dir``); the
 features and the id map always go to RocksDB in ``--data-dir``. The graph options are read as
 the server reads them (``gnnstore.config``): flag, else ``GNNSTORE_GRAPH_BACKEND``,
@@ -23,7 +23,7 @@ import click
 from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.common.errors import InvalidRequestError
-from gnnstore.config import GRAPH_BACKENDS, ServerConfig, load_config
+from gnnstore.config import GRAPH_BACKENDS, ServerConfig, embedded_engine, load_config
 from gnnstore.ingest.file_source import KEY_COLUMN, LABEL_COLUMN, ingest_files
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
@@ -38,6 +38,8 @@ from gnnstore.stores.data_dir import (
     read_ingest_record,
     write_ingest_record,
 )
+from gnnstore.stores.engine_migration import migrate
+from gnnstore.stores.graph_engines import ENGINES
 from gnnstore.stores.neo4j_attached import AttachedSchema
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 from gnnstore.stores.neo4j_import import ImportFilesGraphStore, admin_import_args
@@ -51,9 +53,10 @@ class Target:
     """Where an ingest writes.
 
     Attributes:
-        data_dir: features and id map (RocksDB), and the Kùzu graph when ``graph_backend`` is
-            ``kuzu``.
-        graph_backend: ``kuzu`` or ``neo4j``.
+        data_dir: features and id map (RocksDB), and the graph unless ``graph_backend`` is
+            ``neo4j``.
+        graph_backend: one of ``GRAPH_BACKENDS`` (``embedded``: the directory's own engine,
+            LadybugDB for a new one).
         neo4j_uri: the Bolt URI (``neo4j`` only).
         neo4j_auth: ``(user, password)``, or ``None`` when no password is set (auth off).
         neo4j_import_dir: write the graph as ``neo4j-admin database import`` files here, for a
@@ -61,7 +64,7 @@ class Target:
     """
 
     data_dir: Path
-    graph_backend: str = "kuzu"
+    graph_backend: str = "embedded"
     neo4j_uri: str = _DEFAULTS.neo4j_uri
     neo4j_auth: tuple[str, str] | None = dataclasses.field(default=None, repr=False)
     neo4j_import_dir: Path | None = None
@@ -98,10 +101,11 @@ def target_options(command: Callable) -> Callable:
     options = [
         click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
                      default=DEFAULT_DATA_DIR, show_default=True,
-                     help="Features, id map (and a Kùzu graph); created if missing."),
+                     help="Features, id map (and the graph's database); created if missing."),
         click.option("--graph-backend", type=click.Choice(GRAPH_BACKENDS),
-                     help="Where the graph goes: Kùzu in --data-dir, or Neo4j "
-                          f"($GNNSTORE_GRAPH_BACKEND).  [default: {_DEFAULTS.graph_backend}]"),
+                     help="Where the graph goes: an embedded database in --data-dir (embedded: the "
+                          "one the directory has, LadybugDB for a new one; or ladybug, kuzu), or "
+                          f"Neo4j ($GNNSTORE_GRAPH_BACKEND).  [default: {_DEFAULTS.graph_backend}]"),
         click.option("--neo4j-uri", help="Bolt URI of Neo4j ($GNNSTORE_NEO4J_URI).  "
                                          f"[default: {_DEFAULTS.neo4j_uri}]"),
         click.option("--neo4j-user", help="Neo4j user ($GNNSTORE_NEO4J_USER; password: "
@@ -136,7 +140,7 @@ def open_target(target: Target) -> Iterator[Stores]:
         except BaseException:
             graph.close()
             raise
-    with open_stores(target.data_dir, graph_store=graph) as stores:
+    with open_stores(target.data_dir, graph_store=graph, engine=embedded_engine(target.graph_backend)) as stores:
         yield stores
 
 
@@ -195,7 +199,7 @@ def _digests(paths: Mapping[object, Path]) -> list[list]:
 
 @click.group("ingest")
 def ingest_command() -> None:
-    """Load a graph into the stores: RocksDB in --data-dir, the graph in Kùzu there or in Neo4j.
+    """Load a graph into the stores: RocksDB in --data-dir, the graph in a database there or in Neo4j.
 
     Re-running the same ingest is safe: the same keys keep their ids and edge types are
     replaced, not appended.
@@ -348,7 +352,7 @@ def attach_command() -> None:
 @click.option("--spec", "spec_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
               help="TOML file naming the labels (key, features) and relationship types to serve.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_DATA_DIR,
-              show_default=True, help="Where the id map, features and topology go (Kùzu + RocksDB).")
+              show_default=True, help="Where the id map, features and topology go (edge files + RocksDB).")
 @click.option("--neo4j-uri", help=f"Bolt URI of Neo4j ($GNNSTORE_NEO4J_URI).  [default: {_DEFAULTS.neo4j_uri}]")
 @click.option("--neo4j-user", help="Neo4j user, a reader is enough ($GNNSTORE_NEO4J_USER; password: "
                                    f"$GNNSTORE_NEO4J_PASSWORD).  [default: {_DEFAULTS.neo4j_user}]")
@@ -379,3 +383,14 @@ def attach_neo4j_command(
     for line in report.lines():
         click.echo(line)
     click.echo(f"attached {source.neo4j_uri} into {data_dir}; serve it with: gnnstore serve --data-dir {data_dir}")
+
+
+@click.command("migrate")
+@click.option("--data-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
+              help="The data directory whose graph database to convert (stop a server writing to it first).")
+@click.option("--to", "engine", type=click.Choice(sorted(ENGINES)), required=True,
+              help="The engine to keep the graph in from now on.")
+def migrate_command(data_dir: Path, engine: str) -> None:
+    """Convert a data directory's graph database to another engine, in place: a kill at any
+    point leaves the old graph serving, and running it again finishes the job."""
+    click.echo(migrate(data_dir, engine))

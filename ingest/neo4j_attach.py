@@ -192,7 +192,7 @@ def attach_neo4j(
     """
     data, keys, report = read_neo4j_graph(uri, auth, spec, database=database, progress=progress)
     clear_ingest_record(data_dir)  # the folder will no longer hold what an earlier ingest read
-    with open_stores(data_dir, edge_files=True) as stores:  # Kùzu's COPY would hold every edge in memory
+    with open_stores(data_dir, edge_files=True) as stores:  # a database's COPY would hold every edge in memory
         _note_changes(stores, spec, keys, report)
         report.ingest = ingest_graph(data, stores, keys=keys, progress=progress)
     AttachedSchema({label: entry.key for label, entry in spec.labels.items()}, spec.relationships).save(data_dir)

@@ -1,9 +1,12 @@
 """Opens the stores of a data directory (the graph, features/, idmap/) and names its other entries.
 
-The graph is a Kùzu database (graph.kuzu, the default) or, where it was created so (an attach
-of a large Neo4j graph), plain edge files (graph.edges/, written and read in bounded memory).
-With the graph kept elsewhere (Neo4j), the directory holds only features/ and idmap/ and the
-caller hands in the graph store; this module stays the one place that knows the layout.
+The graph is an embedded database: LadybugDB (graph.lbug, the default for a new directory) or
+Kùzu (graph.kuzu, what directories made before LadybugDB hold), or, where it was created so (an
+attach of a large Neo4j graph), plain edge files (graph.edges/, written and read in bounded
+memory). A directory keeps the kind it was made with; graph-engine.json says which engine (and
+version) made it. With the graph kept elsewhere (Neo4j), the directory holds only features/ and
+idmap/ and the caller hands in the graph store; this module stays the one place that knows the
+layout.
 """
 from __future__ import annotations
 
@@ -19,14 +22,17 @@ from gnnstore.common.errors import PreconditionError
 from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.edge_file_graph_store import META_FILE as EDGE_FILES_META
 from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
+from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
+from gnnstore.stores.graph_engines import DEFAULT_ENGINE, ENGINES, GraphEngine, engine_named
 from gnnstore.stores.id_map import IdMap
-from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 logger = logging.getLogger(__name__)
 
-GRAPH = "graph.kuzu"
-GRAPH_EDGES = "graph.edges"  # the graph as edge files instead of Kùzu
+GRAPH = "graph"  # the part: graph.lbug, graph.kuzu or graph.edges/, whichever the directory holds
+GRAPH_EDGES = "graph.edges"  # the graph as edge files instead of a database
+EDGE_FILES = "edge-files"  # the kind of graph those are
+GRAPH_ENGINE = "graph-engine.json"  # which engine (and version) made the graph database
 FEATURES = "features"
 IDMAP = "idmap"
 SNAPSHOTS = "snapshots"  # owned by the backend's topology snapshots; never opened here
@@ -63,6 +69,7 @@ def open_stores(
     read_only: bool = False,
     graph_store: BaseGraphStore | None = None,
     edge_files: bool = False,
+    engine: str | None = None,
 ) -> Stores:
     """Open ``data_dir``'s graph store, feature store and id map.
 
@@ -72,16 +79,20 @@ def open_stores(
         data_dir: the data directory.
         read_only: open every store without the write lock.
         edge_files: a graph created here is kept as edge files (``EdgeFileGraphStore``), not
-            in Kùzu; a directory that has a graph keeps the kind it has.
+            in a database; a directory that has a graph keeps the kind it has.
+        engine: the graph database (``"ladybug"`` or ``"kuzu"``) a graph created here is made
+            with, and the one an existing graph must have been made with (``None``: whichever
+            it was made with; LadybugDB for a new one).
         graph_store: a graph store kept outside the directory (e.g. a ``Neo4jGraphStore``);
-            then ``data_dir`` holds only the features and the id map (a ``graph.kuzu`` there
+            then ``data_dir`` holds only the features and the id map (a graph database there
             is ignored). The returned ``Stores`` owns it: it is closed with the others, and
             when opening them fails.
 
     Raises:
         PreconditionError: the directory is missing (read-only), is not a directory, holds
             only some of the stores or a store that cannot be opened (corrupt, or locked by
-            another writer); the message names the part and how to rebuild it.
+            another writer), or its graph was made by another engine than ``engine``; the
+            message names the part and what to run.
     """
     root = Path(data_dir)
     parts = (FEATURES, IDMAP) if graph_store is not None else (GRAPH, FEATURES, IDMAP)
@@ -93,10 +104,7 @@ def open_stores(
             owned.append(features)
             graph = graph_store
             if graph is None:
-                if edge_files and not (root / GRAPH).exists() or _has_edge_files(root):
-                    graph = EdgeFileGraphStore(root / GRAPH_EDGES, read_only=read_only)
-                else:
-                    graph = KuzuGraphStore(root / GRAPH, read_only=read_only)
+                graph = _open_graph(root, read_only, edge_files, engine)
                 owned.append(graph)
             id_map = IdMap(root / IDMAP, read_only=read_only)
         except PreconditionError as exc:
@@ -107,6 +115,76 @@ def open_stores(
             store.close()
         raise
     return Stores(features, graph, id_map)
+
+
+def graph_kind(data_dir: str | os.PathLike) -> str | None:
+    """What ``data_dir``'s graph is kept in: an engine's name, ``EDGE_FILES``, or ``None`` (no graph).
+
+    The engine graph-engine.json names, if its file is there; else edge files, else the file of
+    the engine present (a directory made before the record holds ``graph.kuzu``).
+    """
+    root = Path(data_dir)
+    recorded = _recorded_engine(root)
+    if recorded in ENGINES and (root / ENGINES[recorded].file_name).is_file():
+        return recorded
+    if _has_edge_files(root):
+        return EDGE_FILES
+    return next((e.name for e in (ENGINES["kuzu"], *ENGINES.values()) if (root / e.file_name).is_file()), None)
+
+
+def record_engine(data_dir: str | os.PathLike, engine: GraphEngine) -> None:
+    """Note, durably, that ``engine`` (at its installed version) made ``data_dir``'s graph."""
+    record = {"engine": engine.name, "version": engine.version()}
+    write_durably(Path(data_dir) / GRAPH_ENGINE, json.dumps(record, sort_keys=True).encode())
+
+
+def recorded_engine_version(data_dir: str | os.PathLike) -> str | None:
+    """The engine version graph-engine.json names (``None``: no record, or none in it)."""
+    return _read_engine_record(Path(data_dir)).get("version")
+
+
+def _recorded_engine(root: Path) -> str | None:
+    return _read_engine_record(root).get("engine")
+
+
+def _read_engine_record(root: Path) -> dict:
+    try:
+        record = json.loads((root / GRAPH_ENGINE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _open_graph(root: Path, read_only: bool, edge_files: bool, engine: str | None) -> BaseGraphStore:
+    """The directory's own graph store, created with ``engine`` (or as edge files) when it has none."""
+    kind = graph_kind(root)
+    if kind is None:
+        if edge_files:
+            return EdgeFileGraphStore(root / GRAPH_EDGES, read_only=read_only)
+        chosen = DEFAULT_ENGINE if engine is None else engine_named(engine)
+        store = EmbeddedGraphStore(root / chosen.file_name, engine=chosen, read_only=read_only)
+        if not read_only:
+            record_engine(root, chosen)
+        return store
+    if kind == EDGE_FILES:
+        return EdgeFileGraphStore(root / GRAPH_EDGES, read_only=read_only)
+    found = ENGINES[kind]
+    if engine is not None and engine != kind:
+        raise PreconditionError(
+            f"its graph was made with {found.label} ({found.file_name}), not {engine_named(engine).label}: "
+            f"serve it with --graph-backend {kind} (or embedded), or convert it with "
+            f"`gnnstore migrate --data-dir {root} --to {engine}`"
+        )
+    try:
+        return EmbeddedGraphStore(root / found.file_name, engine=found, read_only=read_only)
+    except PreconditionError as exc:
+        recorded = recorded_engine_version(root)
+        if recorded is not None and recorded != found.version():
+            raise PreconditionError(
+                f"{exc} (graph-engine.json says {found.label} {recorded} made it; this install has "
+                f"{found.version()}: install {found.package}=={recorded}, or re-ingest)"
+            ) from None
+        raise
 
 
 def _check_parts(root: Path, parts: tuple[str, ...], read_only: bool) -> None:
@@ -143,7 +221,7 @@ def _has_edge_files(root: Path) -> bool:
 def _present_parts(root: Path) -> list[str]:
     """The stores that exist (the graph as ``GRAPH``, whichever its kind); a RocksDB folder
     without its CURRENT file counts as corrupt."""
-    parts = [GRAPH] if (root / GRAPH).is_file() or _has_edge_files(root) else []
+    parts = [GRAPH] if graph_kind(root) is not None else []
     for name in (FEATURES, IDMAP):
         folder = root / name
         if folder.is_dir() and not (folder / "CURRENT").is_file():
@@ -158,7 +236,8 @@ def _present_parts(root: Path) -> list[str]:
 
 def _is_empty(root: Path, parts: tuple[str, ...]) -> bool:
     """No entry but snapshots and, with the graph elsewhere, a left-over graph."""
-    ignored = {SNAPSHOTS, FEATURE_TIER, INGEST_RECORD, *({GRAPH, GRAPH_EDGES} if GRAPH not in parts else ())}
+    graphs = {GRAPH_EDGES, GRAPH_ENGINE, *(e.file_name for e in ENGINES.values())}
+    ignored = {SNAPSHOTS, FEATURE_TIER, INGEST_RECORD, *(graphs if GRAPH not in parts else ())}
     return all(entry.name in ignored for entry in root.iterdir())
 
 

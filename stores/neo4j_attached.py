@@ -173,7 +173,7 @@ class AttachedNeo4jGraph(BaseGraphStore):
 
 _SNAPSHOT_ADVICE = (
     "the attached Neo4j graph is sampled live; its whole edge list is served from the data "
-    "directory's snapshot: serve it with the default graph backend (kuzu)"
+    "directory's snapshot: serve it with the default graph backend (embedded)"
 )
 
 

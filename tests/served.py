@@ -1,6 +1,6 @@
 """Served graphs for tests: ingest through the real stores, serve on port 0.
 
-The graph goes to Kùzu in the data directory, or to the session's Neo4j
+The graph goes to the embedded database (LadybugDB) in the data directory, or to the session's Neo4j
 (``tests/neo4j_server.py``), which ``ingest_into_neo4j`` empties first: it holds one graph.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ __all__ = [
 def ingest(data: Data | HeteroData, data_dir: Path, graph_store: BaseGraphStore | None = None) -> Path:
     """Write ``data`` into a fresh data directory through the real stores; return the folder.
 
-    ``graph_store``: where the edges go instead of Kùzu in the folder.
+    ``graph_store``: where the edges go instead of the folder's database.
     """
     with open_stores(data_dir, graph_store=graph_store) as stores:
         ingest_graph(data, stores)

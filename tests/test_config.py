@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from gnnstore.config import ServerConfig, load_config
 from gnnstore.common.errors import InvalidRequestError, MalformedFileError
+from gnnstore.config import ServerConfig, load_config
 
 
 def test_defaults_bind_locally_with_a_large_message_limit() -> None:
     config = load_config()
     assert config.host == "127.0.0.1"
     assert config.max_message_bytes >= 256 << 20
-    assert config.graph_backend == "kuzu"
+    assert config.graph_backend == "embedded"
 
 
 def test_flags_override_environment_which_overrides_the_file(tmp_path: Path) -> None:

@@ -56,8 +56,9 @@ def assert_runs_a_real_command(argv: list[str]) -> None:
     args = argv[1:]
     while args and isinstance(command, click.Group) and not args[0].startswith("-"):
         name, args = args[0], args[1:]
-        assert name in command.commands, f"{argv}: {name!r} is not a subcommand ({sorted(command.commands)})"
-        command = command.commands[name]
+        names = command.list_commands(click.Context(command))
+        assert name in names, f"{argv}: {name!r} is not a subcommand ({names})"
+        command = command.get_command(click.Context(command), name)
     options = {opt for param in command.params for opt in param.opts + param.secondary_opts}
     for arg in args:
         if arg.startswith("--"):
@@ -133,7 +134,7 @@ def test_compose_commands_exist(service: str) -> None:
 
 def test_ingest_loads_the_graph_into_the_neo4j_the_server_reads() -> None:
     argv = SERVICES["ingest"]["command"]
-    generate = cli.commands["ingest"].commands["generate"]
+    generate = cli.get_command(click.Context(cli), "ingest").commands["generate"]
     params = generate.make_context("generate", argv[3:]).params
     env = environment("ingest") | {"GNNSTORE_NEO4J_PASSWORD": "from-the-shell"}  # compose fills it in
     target = resolve_target(params["data_dir"], env, graph_backend=params["graph_backend"],
@@ -161,7 +162,7 @@ def test_dockerfile_base_user_install_and_command() -> None:
     assert "GNNSTORE_HOST=0.0.0.0" in env and "GNNSTORE_DATA_DIR=/data" in env
 
 
-def test_dockerfile_installs_the_dependencies_and_the_neo4j_extra_before_the_code(tmp_path: Path) -> None:
+def test_dockerfile_installs_the_dependencies_and_the_neo4j_and_kuzu_extras_before_the_code(tmp_path: Path) -> None:
     """The dependency layer installs what pyproject.toml lists, so code changes keep it cached."""
     (deps,) = [run for run in instructions("RUN") if "requirements.txt" in run]
     snippet = shlex.split(deps.split(">", 1)[0])[2]  # python -c "<snippet>" > /tmp/requirements.txt
@@ -169,7 +170,8 @@ def test_dockerfile_installs_the_dependencies_and_the_neo4j_extra_before_the_cod
     printed = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True,
                              text=True, check=True).stdout.split()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert printed == project["dependencies"] + project["optional-dependencies"]["neo4j"]
+    extras = project["optional-dependencies"]
+    assert printed == project["dependencies"] + extras["neo4j"] + extras["kuzu"]
     assert "-r /tmp/requirements.txt" in deps
     runs = instructions("RUN")
     copies = [args for instr, args in dockerfile() if instr in ("RUN", "COPY")]

@@ -150,7 +150,7 @@ class GnnStoreServer:
             lambda: len(self._segments or ()),
             lambda: (0, 0) if self.data_port_server is None else (self.data_port_server.tickets.held_bytes,
                                                            self.data_port_server.connections()),
-            {"version": __version__, "graph_backend": config.graph_backend,
+            {"version": __version__, "graph_backend": self.data.graph_backend,
              "snapshot_id": self.data.summary.snapshot_id},
         )
         try:
@@ -182,7 +182,7 @@ class GnnStoreServer:
             for s in data.feature_reader.tensor_schema()
         )
         return (
-            f"gnnstore serving on {self.address} | {self.config.graph_backend} "
+            f"gnnstore serving on {self.address} | {data.graph_backend} "
             f"{self.config.data_dir} | {summary.sampling} {summary.snapshot_id} | nodes: {nodes} | "
             f"edges: {edges} | features: {features}"
         )
@@ -279,7 +279,7 @@ class GnnStoreServer:
                 data.summary_now,
                 data.feature_reader,
                 self.metrics,
-                graph_backend=config.graph_backend,
+                graph_backend=data.graph_backend,
                 max_message_bytes=config.max_message_bytes,
                 segments=segments,
             ),

@@ -23,7 +23,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         summary: the newest node and edge counts and the versions sampling reads.
         feature_store: the feature store (for its schema).
         metrics: the counters the metrics interceptor fills.
-        graph_backend: ``"kuzu"`` or ``"neo4j"``.
+        graph_backend: what the graph is kept in (``ServedData.graph_backend``).
         max_message_bytes: the server's message limit, for clients to mirror.
         segments: the clients' reply segments the server maps (their count is in Stats).
     """

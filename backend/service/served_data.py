@@ -1,6 +1,6 @@
 """Everything a server serves: stores, a sampler factory over the graph, and the feature read tier.
 
-The embedded default opens ``data_dir`` (Kùzu graph, RocksDB features, id map) and samples from
+The embedded default opens ``data_dir`` (LadybugDB or Kùzu graph, RocksDB features, id map) and samples from
 a topology snapshot. With ``graph_backend = "neo4j"`` the graph lives in Neo4j and ``data_dir``
 holds the features and the id map; sampling reads a snapshot exported from Neo4j
 (``neo4j_sampling = "snapshot"``) or queries Neo4j per batch (``"live"``). A missing or
@@ -40,8 +40,18 @@ from gnnstore.backend.service.served_graph import (
 from gnnstore.backend.versions.graph_versions import GraphVersions, GraphView
 from gnnstore.backend.versions.write_log import WriteLog
 from gnnstore.common.errors import GnnStoreError, InvalidRequestError, NotFoundError, PreconditionError
-from gnnstore.config import ServerConfig
-from gnnstore.stores.data_dir import FEATURE_TIER, GRAPH_WRITES, SNAPSHOTS, Stores, missing_parts, open_stores
+from gnnstore.config import ServerConfig, embedded_engine
+from gnnstore.stores.data_dir import (
+    EDGE_FILES,
+    FEATURE_TIER,
+    GRAPH_WRITES,
+    SNAPSHOTS,
+    Stores,
+    missing_parts,
+    open_stores,
+)
+from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
+from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
 from gnnstore.stores.id_map import IdMap
 from gnnstore.stores.neo4j_attached import AttachedNeo4jGraph, AttachedSchema
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
@@ -69,6 +79,14 @@ class ServedData:
     ranking: DegreeRanking | None = None
     versions: GraphVersions | None = None
 
+    @property
+    def graph_backend(self) -> str:
+        """What the graph is kept in: ``ladybug``, ``kuzu``, ``edge-files`` or ``neo4j``."""
+        graph = self.stores.graph_store
+        if isinstance(graph, EmbeddedGraphStore):
+            return graph.engine.name
+        return EDGE_FILES if isinstance(graph, EdgeFileGraphStore) else "neo4j"
+
     def summary_now(self) -> GraphSummary:
         """``summary`` with the newest graph version's node and edge counts."""
         if self.versions is None or not self.versions.newest:
@@ -83,7 +101,7 @@ class ServedData:
 
     @property
     def graph_store(self) -> Any:
-        """The graph store (Kùzu or Neo4j)."""
+        """The graph store (an embedded database, edge files or Neo4j)."""
         return self.stores.graph_store
 
     @property
@@ -133,8 +151,8 @@ def _open_stores(config: ServerConfig) -> Stores:
             f"`gnnstore ingest` or the ingest did not finish; {hint}"
         )
     try:
-        if config.graph_backend == "kuzu":
-            return open_stores(data_dir, read_only=config.read_only)
+        if config.graph_backend != "neo4j":
+            return open_stores(data_dir, read_only=config.read_only, engine=embedded_engine(config.graph_backend))
         return _open_neo4j_stores(config)
     except GnnStoreError:
         raise  # the stores' own message names the part and the fix
@@ -167,7 +185,7 @@ def _open_attached(config: ServerConfig, auth: tuple[str, str] | None, schema: A
     if config.neo4j_sampling != "live":
         raise PreconditionError(
             f"data directory {config.data_dir} was attached to a Neo4j graph in its owner's schema: serve its "
-            "snapshot with the default graph backend (kuzu), or sample Neo4j live with --neo4j-sampling live"
+            "snapshot with the default graph backend (embedded), or sample Neo4j live with --neo4j-sampling live"
         )
     graph = AttachedNeo4jGraph(config.neo4j_uri, auth, schema)
     try:

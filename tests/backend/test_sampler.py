@@ -15,7 +15,7 @@ from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSamp
 from gnnstore.backend.engine.snapshot_builder import build_snapshot
 from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
+from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 N, E = 300, 3000
@@ -250,8 +250,8 @@ def test_bad_link_input_is_refused(engine: SamplingEngine) -> None:
 
 
 def test_loaders_over_a_store_pair_with_a_mapped_snapshot(tmp_path, graph: Data) -> None:
-    """RocksDB features + Kùzu edges, sampled through a snapshot built from that store."""
-    with KuzuGraphStore(tmp_path / "graph.kuzu") as graph_store, \
+    """RocksDB features + LadybugDB edges, sampled through a snapshot built from that store."""
+    with EmbeddedGraphStore(tmp_path / "graph.lbug") as graph_store, \
             RocksDBFeatureStore(tmp_path / "features") as feature_store:
         graph_store.put_edge_index(graph.edge_index, edge_type=None, layout="coo", size=(N, N))
         snapshot = build_snapshot(graph_store, tmp_path / "snapshots", chunk_size=500)

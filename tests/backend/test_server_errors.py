@@ -219,7 +219,7 @@ def test_missing_data_dir_exits_with_what_to_do(tmp_path: Path) -> None:
 def test_corrupt_data_dir_exits_with_what_to_do(tmp_path: Path) -> None:
     (tmp_path / "data" / "features").mkdir(parents=True)
     (tmp_path / "data" / "idmap").mkdir()
-    (tmp_path / "data" / "graph.kuzu").write_bytes(b"not a database")
+    (tmp_path / "data" / "graph.lbug").write_bytes(b"not a database")
     result = _serve_exit(tmp_path / "data")
     assert result.returncode == 1
     assert "gnnstore ingest" in result.stderr

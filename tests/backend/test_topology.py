@@ -18,14 +18,14 @@ from gnnstore.backend.engine.snapshot_builder import build_snapshot
 from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError, MalformedFileError, NotFoundError, PreconditionError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
-from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
+from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
 
 N, E = 200, 1500
 
 
-def _kuzu_store(path: Path, edges: dict) -> KuzuGraphStore:
-    """A KuzuGraphStore at ``path`` holding ``{edge_type: (edge_index, (n_src, n_dst))}`` as COO."""
-    store = KuzuGraphStore(path)
+def _db_store(path: Path, edges: dict) -> EmbeddedGraphStore:
+    """A EmbeddedGraphStore at ``path`` holding ``{edge_type: (edge_index, (n_src, n_dst))}`` as COO."""
+    store = EmbeddedGraphStore(path)
     for et, (ei, size) in edges.items():
         store.put_edge_index(ei, edge_type=et, layout="coo", size=size)
     return store
@@ -37,16 +37,16 @@ def homo_ei() -> Tensor:
 
 
 @pytest.fixture(scope="module")
-def homo_store(tmp_path_factory, homo_ei: Tensor) -> Iterator[KuzuGraphStore]:
-    """One homogeneous Kùzu graph, read (never written) by the tests that share it."""
-    with _kuzu_store(tmp_path_factory.mktemp("homo") / "graph.kuzu", {None: (homo_ei, (N, N))}) as store:
+def homo_store(tmp_path_factory, homo_ei: Tensor) -> Iterator[EmbeddedGraphStore]:
+    """One homogeneous graph database, read (never written) by the tests that share it."""
+    with _db_store(tmp_path_factory.mktemp("homo") / "graph.lbug", {None: (homo_ei, (N, N))}) as store:
         yield store
 
 
 class InconsistentGraphStore(BaseGraphStore):
     """A store whose edge attrs contradict its edges: an id beyond the declared size, or no size.
 
-    KuzuGraphStore checks every put against its size, so it can produce neither; this stand-in
+    EmbeddedGraphStore checks every put against its size, so it can produce neither; this stand-in
     serves one homogeneous COO as declared, to test that the builder refuses such a store.
     """
 
@@ -117,7 +117,7 @@ def test_hetero_data_gives_one_csc_per_edge_type() -> None:
 
 @pytest.mark.parametrize("chunk_size", [1, 7, 1 << 20])
 def test_build_streams_chunks_into_a_memory_mapped_folder(
-    tmp_path, homo_store: KuzuGraphStore, homo_ei: Tensor, chunk_size: int
+    tmp_path, homo_store: EmbeddedGraphStore, homo_ei: Tensor, chunk_size: int
 ) -> None:
     version = homo_store.version()
     snap = build_snapshot(homo_store, tmp_path / "snapshots", csr=True, chunk_size=chunk_size)
@@ -135,7 +135,7 @@ def test_hetero_store_build_matches_the_in_memory_snapshot(tmp_path) -> None:
         et: (data[et].edge_index, (data[et[0]].num_nodes, data[et[-1]].num_nodes))
         for et in data.edge_types
     }
-    with _kuzu_store(tmp_path / "graph.kuzu", edges) as store:
+    with _db_store(tmp_path / "graph.lbug", edges) as store:
         snap = build_snapshot(store, tmp_path / "snapshots", chunk_size=50)
     mem = TopologySnapshot.from_data(data)
     assert snap.num_nodes == mem.num_nodes
@@ -149,7 +149,7 @@ def test_hetero_store_build_matches_the_in_memory_snapshot(tmp_path) -> None:
 def test_same_version_is_reused_and_a_new_version_is_stale(tmp_path) -> None:
     ei = power_law_edge_index(N, E, seed=5)
     snapshots = tmp_path / "snapshots"
-    with _kuzu_store(tmp_path / "graph.kuzu", {None: (ei, (N, N))}) as store:
+    with _db_store(tmp_path / "graph.lbug", {None: (ei, (N, N))}) as store:
         first = build_snapshot(store, snapshots)
         assert build_snapshot(store, snapshots).built_at == first.built_at
         assert not first.is_stale(store)
@@ -167,7 +167,7 @@ def test_same_version_is_reused_and_a_new_version_is_stale(tmp_path) -> None:
 
 def test_node_counts_from_outside_the_edges_widen_the_snapshot(tmp_path) -> None:
     ei = torch.tensor([[0, 1], [1, 2]])
-    with _kuzu_store(tmp_path / "graph.kuzu", {None: (ei, (3, 3))}) as store:
+    with _db_store(tmp_path / "graph.lbug", {None: (ei, (3, 3))}) as store:
         snap = build_snapshot(store, tmp_path / "snapshots", num_nodes={None: 10})
     assert snap.num_nodes == {None: 10} and snap.edge(None).colptr.shape == (11,)
     out = SamplingEngine(snap).sample(torch.tensor([9, 2]), [-1], random_seed=0)
@@ -186,7 +186,7 @@ def test_a_snapshot_saved_from_memory_samples_like_the_original(tmp_path) -> Non
 
 def test_a_mapped_snapshot_pickles_as_its_path(tmp_path) -> None:
     ei = power_law_edge_index(N, 20_000, seed=7)
-    with _kuzu_store(tmp_path / "graph.kuzu", {None: (ei, (N, N))}) as store:
+    with _db_store(tmp_path / "graph.lbug", {None: (ei, (N, N))}) as store:
         snap = build_snapshot(store, tmp_path / "snapshots")
     blob = pickle.dumps(SamplingEngine(snap))
     assert len(blob) < 2_000
@@ -204,7 +204,7 @@ def test_an_out_of_range_id_from_the_store_publishes_nothing(tmp_path) -> None:
 def test_missing_sizes_and_empty_stores_are_refused(tmp_path) -> None:
     snapshots = tmp_path / "snapshots"
     snapshots.mkdir()
-    with KuzuGraphStore(tmp_path / "graph.kuzu") as empty:
+    with EmbeddedGraphStore(tmp_path / "graph.lbug") as empty:
         with pytest.raises(PreconditionError, match="no edge types"):
             build_snapshot(empty, snapshots)
     with pytest.raises(PreconditionError, match="edge type None has no size"):
@@ -243,7 +243,7 @@ def test_bad_in_memory_input_is_refused(edge_index, num_nodes, fragment: str) ->
 
 def test_layouts_with_different_sizes_snapshot_the_canonical_edges(tmp_path):
     """A CSC put before a wider COO of the same edge type must not narrow the snapshot."""
-    store = KuzuGraphStore(tmp_path / "graph.kuzu")
+    store = EmbeddedGraphStore(tmp_path / "graph.lbug")
     csc_row, colptr = torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2, 3])
     store.put_edge_index((csc_row, colptr), edge_type=None, layout="csc", size=(3, 3))
     coo = torch.tensor([[5, 0, 4], [0, 2, 1]])

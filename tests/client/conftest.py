@@ -1,8 +1,8 @@
 """Served graphs for the client tests.
 
-``homo_server`` / ``hetero_server``: one Kùzu-backed server each per session. ``served_homo`` /
+``homo_server`` / ``hetero_server``: one server each per session over an embedded graph (LadybugDB). ``served_homo`` /
 ``served_hetero``: the same graphs served from each graph backend in turn (a test using them
-runs once per backend, ``[kuzu]`` and ``[neo4j]``); the Neo4j ones share the session's Neo4j,
+runs once per backend, ``[embedded]`` and ``[neo4j]``); the Neo4j ones share the session's Neo4j,
 which holds one graph at a time, so at most one of them runs at once.
 """
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from neo4j_server import Auth, neo4j_server  # noqa: F401 - registers the session fixture
+from served import ServerProcess, ingest_into_neo4j, serve_graph, start_neo4j_server
 from torch_geometric.data import Data, HeteroData
 
 from gnnstore.ingest.generator import generate_graph, generate_hetero_graph
-from neo4j_server import Auth, neo4j_server  # noqa: F401 - registers the session fixture
-from served import ServerProcess, ingest_into_neo4j, serve_graph, start_neo4j_server
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +94,7 @@ def neo4j_servers(
     servers.stop()
 
 
-@pytest.fixture(scope="module", params=["kuzu", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+@pytest.fixture(scope="module", params=["embedded", pytest.param("neo4j", marks=pytest.mark.neo4j)])
 def graph_backend(request: pytest.FixtureRequest) -> str:
     """Each graph backend in turn; pytest runs a module's tests for one before the other."""
     return request.param
@@ -103,7 +103,7 @@ def graph_backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def served_homo(graph_backend: str, homo_graph: Data, request: pytest.FixtureRequest) -> ServerProcess:
     """``homo_graph`` served from ``graph_backend``."""
-    if graph_backend == "kuzu":
+    if graph_backend == "embedded":
         return request.getfixturevalue("homo_server")
     return request.getfixturevalue("neo4j_servers").serve("homo", homo_graph)
 
@@ -113,6 +113,6 @@ def served_hetero(
     graph_backend: str, hetero_graph: HeteroData, request: pytest.FixtureRequest
 ) -> ServerProcess:
     """``hetero_graph`` served from ``graph_backend``."""
-    if graph_backend == "kuzu":
+    if graph_backend == "embedded":
         return request.getfixturevalue("hetero_server")
     return request.getfixturevalue("neo4j_servers").serve("hetero", hetero_graph)

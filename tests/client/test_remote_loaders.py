@@ -1,15 +1,15 @@
-"""PyG's loaders over a served graph, from Kùzu and from Neo4j: every batch equals the store, one
+"""PyG's loaders over a served graph, from an embedded database and from Neo4j: every batch equals the store, one
 round trip per batch."""
 from __future__ import annotations
 
 import pytest
 import torch
+from served import ServerProcess, requests_made
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader, NodeLoader
 from torch_geometric.sampler import NegativeSampling, NodeSamplerInput
 
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
-from served import ServerProcess, requests_made
 
 MULTI_GET = "/gnnstore.v1.FeatureService/MultiGet"
 

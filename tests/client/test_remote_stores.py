@@ -111,7 +111,7 @@ def test_id_map_and_info(homo_server: ServerProcess, homo_graph: Data) -> None:
     info = server_info(homo_server.address)
     assert info.num_nodes == {None: 400}
     assert info.num_edges == {None: homo_graph.num_edges}
-    assert info.graph_backend == "kuzu" and info.snapshot_id
+    assert info.graph_backend == "ladybug" and info.snapshot_id
     assert any(f.attr_name == "x" and f.shape == (400, 8) for f in info.features)
 
 

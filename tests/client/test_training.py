@@ -32,7 +32,7 @@ def cora(cora_raw: Path, tmp_path_factory: pytest.TempPathFactory) -> Data:
 
 @pytest.fixture(scope="module")
 def cora_dir(cora: Data, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Cora ingested into real Kùzu + RocksDB stores."""
+    """Cora ingested into real LadybugDB + RocksDB stores."""
     return ingest(cora, tmp_path_factory.mktemp("cora") / "data")
 
 

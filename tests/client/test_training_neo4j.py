@@ -1,4 +1,4 @@
-"""Cora trained through a Neo4j-backed server learns what it learns through a Kùzu-backed one.
+"""Cora trained through a Neo4j-backed server learns what it learns through an embedded one (LadybugDB).
 
 Both servers sample a snapshot of the same edges in the same edge-id order, so with the same
 seeds the two runs see the same batches. A ``live`` server answers batches whose edges exist.
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from served import ServerProcess, ingest, ingest_into_neo4j, start_neo4j_server, start_server
+from test_training import _train_and_test
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
 from gnnstore.client import RemoteNeighborSampler, connect
 from gnnstore.ingest.planetoid import load_planetoid
-from served import ServerProcess, ingest, ingest_into_neo4j, start_neo4j_server, start_server
-from test_training import _train_and_test
 
 pytestmark = pytest.mark.neo4j
 
@@ -41,15 +41,15 @@ def _train_through(server: ServerProcess, cora: Data) -> float:
     )
 
 
-def test_cora_through_neo4j_matches_kuzu(
+def test_cora_through_neo4j_matches_the_embedded_database(
     cora: Data, neo4j_cora_dir: Path, neo4j_server: tuple, tmp_path: Path
 ) -> None:
     with start_neo4j_server(neo4j_cora_dir, *neo4j_server, "--read-only") as server:
         through_neo4j = _train_through(server, cora)
-    with start_server(ingest(cora, tmp_path / "kuzu"), "--read-only") as server:
-        through_kuzu = _train_through(server, cora)
+    with start_server(ingest(cora, tmp_path / "embedded"), "--read-only") as server:
+        through_embedded = _train_through(server, cora)
     assert through_neo4j >= 0.78, f"GraphSAGE through Neo4j reached only {through_neo4j:.3f} on Cora"
-    assert abs(through_neo4j - through_kuzu) <= 0.02, f"Neo4j {through_neo4j:.3f} vs Kùzu {through_kuzu:.3f}"
+    assert abs(through_neo4j - through_embedded) <= 0.02, f"Neo4j {through_neo4j:.3f} vs LadybugDB {through_embedded:.3f}"
 
 
 def test_live_server_batches_hold_only_stored_edges(

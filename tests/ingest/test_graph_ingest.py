@@ -1,18 +1,17 @@
-"""ingest_graph on real Kùzu + RocksDB: round trips, ids by key, idempotence, nothing lost on bad input."""
+"""ingest_graph on real LadybugDB + RocksDB: round trips, ids by key, idempotence, nothing lost on bad input."""
 from __future__ import annotations
 
 import pytest
 import torch
+from ingest_state import assert_same_state, store_state, stored_edges
 from torch_geometric.data import Data
 
-from gnnstore.ingest.generator import generate_hetero_graph
+from gnnstore.common.errors import InvalidRequestError, MalformedFileError
 from gnnstore.ingest import graph_ingest
+from gnnstore.ingest.generator import generate_hetero_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.ingest.planetoid import load_planetoid
-from gnnstore.common.errors import InvalidRequestError, MalformedFileError
 from gnnstore.stores.data_dir import open_stores
-
-from ingest_state import assert_same_state, store_state, stored_edges
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +111,7 @@ def test_new_keys_update_known_rows_and_append_new_ones(tmp_path):
                            torch.tensor([[1.0], [2.0], [30.0], [40.0]]))
 
 
-@pytest.mark.parametrize("edge_files", [False, True], ids=["kuzu", "edge-files"])
+@pytest.mark.parametrize("edge_files", [False, True], ids=["database", "edge-files"])
 def test_edges_of_known_keys_in_a_new_order_are_translated_in_chunks(tmp_path, monkeypatch, edge_files):
     monkeypatch.setattr(graph_ingest, "TRANSLATE_CHUNK", 3)  # 10 edges: four chunks
     keys = [f"k{i}" for i in range(6)]

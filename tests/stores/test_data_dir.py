@@ -1,6 +1,8 @@
-"""open_stores: the data directory layout, creation, reopening and what it refuses."""
+"""open_stores: the data directory layout, creation, reopening and what it refuses (on the default
+engine; tests/stores/test_graph_engines.py covers the other)."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -8,8 +10,11 @@ import pytest
 import torch
 
 from gnnstore.common.errors import PreconditionError
-from gnnstore.stores import EdgeFileGraphStore, KuzuGraphStore, open_stores
-from gnnstore.stores.data_dir import GRAPH, GRAPH_EDGES, missing_parts
+from gnnstore.stores import EdgeFileGraphStore, EmbeddedGraphStore, open_stores
+from gnnstore.stores.data_dir import GRAPH, GRAPH_EDGES, GRAPH_ENGINE, graph_kind, missing_parts
+from gnnstore.stores.graph_engines import DEFAULT_ENGINE
+
+DB = DEFAULT_ENGINE.file_name
 
 
 def test_writer_creates_then_reader_reopens(tmp_path: Path) -> None:
@@ -19,7 +24,11 @@ def test_writer_creates_then_reader_reopens(tmp_path: Path) -> None:
         stores.graph_store.put_edge_index((torch.tensor([0, 1]), torch.tensor([2, 0])),
                                           ("paper", "cites", "paper"), "coo", size=(3, 3))
         stores.id_map.map_keys("paper", ["a", "b", "c"])
-    assert sorted(p.name for p in data_dir.iterdir()) >= ["features", "graph.kuzu", "idmap"]
+    assert {"features", DB, "idmap", GRAPH_ENGINE} <= {p.name for p in data_dir.iterdir()}
+    assert json.loads((data_dir / GRAPH_ENGINE).read_text()) == {
+        "engine": DEFAULT_ENGINE.name, "version": DEFAULT_ENGINE.version()
+    }
+    assert graph_kind(data_dir) == DEFAULT_ENGINE.name
     with open_stores(data_dir, read_only=True) as stores:
         assert torch.equal(stores.feature_store.get_tensor("paper", "x", None), torch.ones(3, 2))
         assert stores.graph_store.get_all_edge_attrs()[0].size == (3, 3)
@@ -32,15 +41,15 @@ def test_a_graph_created_as_edge_files_stays_edge_files(tmp_path: Path) -> None:
     with open_stores(data_dir, edge_files=True) as stores:
         assert isinstance(stores.graph_store, EdgeFileGraphStore)
         stores.graph_store.put_edge_index((torch.tensor([0, 1]), torch.tensor([2, 0])), None, "coo", size=(3, 3))
-    assert (data_dir / GRAPH_EDGES).is_dir() and not (data_dir / GRAPH).exists()
+    assert (data_dir / GRAPH_EDGES).is_dir() and not (data_dir / DB).exists()
     assert missing_parts(data_dir) == []
     with open_stores(data_dir, read_only=True) as stores:  # no flag needed to find them again
         assert isinstance(stores.graph_store, EdgeFileGraphStore)
         assert stores.graph_store.get_all_edge_attrs()[0].size == (3, 3)
-    kuzu_dir = tmp_path / "kuzu"
-    open_stores(kuzu_dir).close()
-    with open_stores(kuzu_dir, edge_files=True) as stores:  # a directory keeps the kind it has
-        assert isinstance(stores.graph_store, KuzuGraphStore)
+    db_dir = tmp_path / "db"
+    open_stores(db_dir).close()
+    with open_stores(db_dir, edge_files=True) as stores:  # a directory keeps the kind it has
+        assert isinstance(stores.graph_store, EmbeddedGraphStore)
 
 
 def test_read_only_of_missing_directory(tmp_path: Path) -> None:
@@ -52,9 +61,9 @@ def test_read_only_of_missing_directory(tmp_path: Path) -> None:
 def test_directory_missing_a_part(tmp_path: Path) -> None:
     with open_stores(tmp_path / "data"):
         pass
-    (tmp_path / "data" / "graph.kuzu").unlink()
+    (tmp_path / "data" / DB).unlink()
     for mode in (False, True):
-        with pytest.raises(PreconditionError, match="is missing graph.kuzu; run `gnnstore ingest"):
+        with pytest.raises(PreconditionError, match="is missing graph; run `gnnstore ingest"):
             open_stores(tmp_path / "data", read_only=mode)
 
 
@@ -67,14 +76,15 @@ def test_corrupt_parts(tmp_path: Path) -> None:
     other = tmp_path / "other"
     with open_stores(other):
         pass
-    (other / "graph.kuzu").write_bytes(b"not a database")
-    with pytest.raises(PreconditionError, match=r"data directory .*other: cannot open graph store"):
+    (other / DB).write_bytes(b"not a database")
+    with pytest.raises(PreconditionError, match=r"data directory .*other: graph store .* is not a LadybugDB .* "
+                                                r"database .* made by another engine or another version"):
         open_stores(other, read_only=True)
 
 
 def test_unrelated_folder_is_left_alone(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(PreconditionError, match="is missing features, graph.kuzu, idmap"):
+    with pytest.raises(PreconditionError, match="is missing features, graph, idmap"):
         open_stores(tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
@@ -88,11 +98,11 @@ def test_second_writer_is_refused(tmp_path: Path) -> None:
 def test_graph_store_kept_elsewhere(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     edges = (torch.tensor([0, 1]), torch.tensor([1, 0]))
-    with open_stores(data_dir, graph_store=KuzuGraphStore(tmp_path / "elsewhere.kuzu")) as stores:
+    with open_stores(data_dir, graph_store=EmbeddedGraphStore(tmp_path / "elsewhere.lbug")) as stores:
         stores.graph_store.put_edge_index(edges, None, "coo", size=(2, 2))
         stores.id_map.map_keys(None, ["a", "b"])
     assert sorted(p.name for p in data_dir.iterdir()) == ["features", "idmap"]
-    graph = KuzuGraphStore(tmp_path / "elsewhere.kuzu", read_only=True)
+    graph = EmbeddedGraphStore(tmp_path / "elsewhere.lbug", read_only=True)
     with open_stores(data_dir, read_only=True, graph_store=graph) as stores:
         assert stores.graph_store is graph
         assert stores.id_map.to_ids(None, ["b"]).tolist() == [1]
@@ -100,11 +110,33 @@ def test_graph_store_kept_elsewhere(tmp_path: Path) -> None:
 
 
 def test_graph_store_kept_elsewhere_is_closed_when_the_directory_is_refused(tmp_path: Path) -> None:
-    with open_stores(tmp_path / "data", graph_store=KuzuGraphStore(tmp_path / "g.kuzu")):
+    with open_stores(tmp_path / "data", graph_store=EmbeddedGraphStore(tmp_path / "g.lbug")):
         pass
-    (tmp_path / "data" / "graph.kuzu").write_bytes(b"ignored: the graph lives elsewhere")
+    (tmp_path / "data" / DB).write_bytes(b"ignored: the graph lives elsewhere")
     shutil.rmtree(tmp_path / "data" / "idmap")
-    graph = KuzuGraphStore(tmp_path / "g.kuzu")
+    graph = EmbeddedGraphStore(tmp_path / "g.lbug")
     with pytest.raises(PreconditionError, match=r"data directory .*data is missing idmap; run"):
         open_stores(tmp_path / "data", graph_store=graph)
     assert graph._conn is None  # closed: the refused Stores owned it
+
+
+def test_a_directory_made_by_one_engine_is_refused_by_name_to_another(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    open_stores(data_dir).close()
+    for mode in (False, True):  # refused before the other engine is loaded (it cannot share this process)
+        with pytest.raises(PreconditionError, match=r"its graph was made with LadybugDB \(graph\.lbug\), not Kùzu: "
+                                                    r"serve it with --graph-backend ladybug .* `gnnstore migrate "
+                                                    r"--data-dir .* --to kuzu`"):
+            open_stores(data_dir, read_only=mode, engine="kuzu")
+    open_stores(data_dir, read_only=True, engine=DEFAULT_ENGINE.name).close()  # its own engine, by name
+    with pytest.raises(PreconditionError, match=r"unknown graph engine 'sqlite'; one of \['kuzu', 'ladybug'\]"):
+        open_stores(tmp_path / "new", engine="sqlite")
+
+
+def test_a_recorded_engine_version_is_named_when_the_database_will_not_open(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    open_stores(data_dir).close()
+    (data_dir / GRAPH_ENGINE).write_text(json.dumps({"engine": DEFAULT_ENGINE.name, "version": "0.1.0"}))
+    (data_dir / DB).write_bytes(b"a database file of another format")
+    with pytest.raises(PreconditionError, match=r"LadybugDB 0\.1\.0 made it; this install has .*: install ladybug==0\.1\.0"):
+        open_stores(data_dir, read_only=True)

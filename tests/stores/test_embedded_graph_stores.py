@@ -1,5 +1,9 @@
-"""The embedded graph stores (Kùzu, edge files): the graph-store contract plus persistence across
-processes and crash safety."""
+"""The embedded graph stores (a graph database, edge files): the graph-store contract plus
+persistence across processes and crash safety.
+
+A process loads one graph engine (``stores/graph_engines.py``): these tests run the database on
+``GNNSTORE_TEST_ENGINE`` (default LadybugDB), and ``tests/stores/test_graph_engines.py`` runs
+this module again, in a child pytest, on the other engine."""
 from __future__ import annotations
 
 import os
@@ -10,7 +14,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import kuzu
 import pytest
 import torch
 from graph_store_contract import HETERO, GraphStoreContract, random_coo, stored_edges
@@ -18,14 +21,34 @@ from graph_store_contract import HETERO, GraphStoreContract, random_coo, stored_
 from gnnstore.common.errors import PreconditionError
 from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
-from gnnstore.stores.kuzu_graph_store import KuzuGraphStore
+from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
+from gnnstore.stores.graph_engines import DEFAULT_ENGINE, engine_named
 
-EMBEDDED = pytest.mark.parametrize("kind", [KuzuGraphStore, EdgeFileGraphStore], ids=["kuzu", "edge-files"])
+ENGINE = engine_named(os.environ.get("GNNSTORE_TEST_ENGINE", DEFAULT_ENGINE.name))
 
 
-class TestKuzuGraphStore(GraphStoreContract):
-    def make_store(self, tmp_path: Path) -> KuzuGraphStore:
-        return KuzuGraphStore(tmp_path / "graph.kuzu")
+class OnTheEngine(EmbeddedGraphStore):
+    """The embedded database store on the engine under test (a class, for the tests that start
+    a process and name the store they open there)."""
+
+    def __init__(self, path: str | os.PathLike, *, read_only: bool = False) -> None:
+        super().__init__(path, engine=ENGINE, read_only=read_only)
+
+
+def _in_child(kind: type[BaseGraphStore]) -> str:
+    """Source that makes ``Store`` the store class ``kind`` stands for, in a child process."""
+    if kind is OnTheEngine:
+        return ("import functools\nfrom gnnstore.stores.embedded_graph_store import EmbeddedGraphStore\n"
+                f"Store = functools.partial(EmbeddedGraphStore, engine={ENGINE.name!r})\n")
+    return f"from {kind.__module__} import {kind.__name__} as Store\n"
+
+
+EMBEDDED = pytest.mark.parametrize("kind", [OnTheEngine, EdgeFileGraphStore], ids=[ENGINE.name, "edge-files"])
+
+
+class TestEmbeddedGraphStore(GraphStoreContract):
+    def make_store(self, tmp_path: Path) -> EmbeddedGraphStore:
+        return OnTheEngine(tmp_path / ENGINE.file_name)
 
 
 class TestEdgeFileGraphStore(GraphStoreContract):
@@ -34,7 +57,7 @@ class TestEdgeFileGraphStore(GraphStoreContract):
 
 
 def test_streaming_pages_hold_edge_id_order(tmp_path: Path) -> None:
-    with KuzuGraphStore(tmp_path / "g.kuzu") as store:
+    with OnTheEngine(tmp_path / ENGINE.file_name) as store:
         store.page_edges = 64  # force several paged range queries
         row, col = random_coo(50, 50, 1000)
         store.put_edge_index((row, col), None, "coo", size=(50, 50))
@@ -55,8 +78,8 @@ def test_reopen_in_a_new_process_gives_the_same_edges(tmp_path: Path, kind: type
     saved = tmp_path / "saved.pt"
     code = ("import sys, torch\n"
             "from graph_store_contract import stored_edges\n"
-            f"from {kind.__module__} import {kind.__name__}\n"
-            f"s = {kind.__name__}(sys.argv[1], read_only=True)\n"
+            + _in_child(kind)
+            + "s = Store(sys.argv[1], read_only=True)\n"
             "streamed = {a.edge_type: [torch.cat(p) for p in zip(*s.iter_edge_index(a.edge_type, 7))]"
             " for a in s.get_all_edge_attrs()}\n"
             "torch.save((stored_edges(s), s.version(), streamed), sys.argv[2])")
@@ -88,8 +111,8 @@ def test_read_only_refuses_writes(tmp_path: Path, kind: type[BaseGraphStore]) ->
 
 WRITER = """
 import sys, torch
-from {module} import {name}
-s = {name}(sys.argv[1])
+{store}
+s = Store(sys.argv[1])
 k = 1
 while True:
     n = 200000 + k
@@ -105,7 +128,7 @@ def test_killed_writer_leaves_a_whole_previous_state(tmp_path: Path, kind: type[
     with kind(path) as store:
         store.put_edge_index((torch.zeros(5, dtype=torch.long), torch.arange(5)), ("a", "r", "b"),
                              "coo")
-    writer = WRITER.format(module=kind.__module__, name=kind.__name__)
+    writer = WRITER.format(store=_in_child(kind))
     proc = subprocess.Popen([sys.executable, "-c", writer, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "1"
@@ -124,20 +147,20 @@ def test_killed_writer_leaves_a_whole_previous_state(tmp_path: Path, kind: type[
 
 
 def test_rel_table_of_an_unfinished_put_is_dropped_on_writable_open(tmp_path: Path) -> None:
-    path = tmp_path / "graph.kuzu"
-    with KuzuGraphStore(path) as store:
+    path = tmp_path / ENGINE.file_name
+    with OnTheEngine(path) as store:
         store.put_edge_index((torch.zeros(3, dtype=torch.long), torch.arange(3)), ("a", "r", "b"),
                              "coo")
         (named,) = store._table_names("REL")
         node_tables = sorted(store._table_names("NODE") - {"gnnstore_meta"})
-    db = kuzu.Database(str(path))  # what a put killed after its COPY transaction leaves behind
-    conn = kuzu.Connection(db)
+    db = ENGINE.module().Database(str(path))  # what a put killed after its COPY transaction leaves behind
+    conn = ENGINE.module().Connection(db)
     conn.execute(f"CREATE REL TABLE r99_r(FROM {node_tables[0]} TO {node_tables[1]}, e_id INT64)")
     conn.close()
     db.close()
-    with KuzuGraphStore(path, read_only=True) as store:
+    with OnTheEngine(path, read_only=True) as store:
         assert store._table_names("REL") == {named, "r99_r"}  # a reader changes nothing
-    with KuzuGraphStore(path) as store:
+    with OnTheEngine(path) as store:
         assert store._table_names("REL") == {named}
         row, col = store.get_edge_index(("a", "r", "b"), "coo")
         assert row.tolist() == [0, 0, 0] and col.tolist() == [0, 1, 2]

@@ -1,4 +1,5 @@
-"""PyG GraphStore over embedded Kùzu: one node table per node type, one rel table per edge layout.
+"""PyG GraphStore over an embedded graph database (LadybugDB or Kùzu, ``graph_engines.py``): one
+node table per node type, one rel table per edge layout.
 
 Schema, all named by the store (``n3_paper``, ``r7_cites``: a counter plus the name with every
 character outside ``[A-Za-z0-9_]`` dropped), so no user string ever becomes Cypher text:
@@ -10,9 +11,10 @@ character outside ``[A-Za-z0-9_]`` dropped), so no user string ever becomes Cyph
 * a rel table per stored (edge type, layout) holds the layout's COO expansion with
   ``e_id INT64``, the position in that expansion.
 
-Atomicity: a put writes the edges into a fresh rel table, then switches to it. Kùzu 0.11.3 can
-lose the rows of a committed ``COPY`` when the process is killed before its next checkpoint
-(the table comes back empty after WAL replay), so the switch waits for a checkpoint:
+Atomicity: a put writes the edges into a fresh rel table, then switches to it. Kùzu 0.11.3 (and
+so, kept to be safe, LadybugDB) can lose the rows of a committed ``COPY`` when the process is
+killed before its next checkpoint (the table comes back empty after WAL replay), so the switch
+waits for a checkpoint:
 
 1. one transaction extends the node tables, creates the rel table and ``COPY``s the edges;
 2. ``CHECKPOINT`` puts those pages in the data file;
@@ -33,8 +35,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-import kuzu
 import numpy as np
 import pyarrow as pa
 import torch
@@ -50,7 +52,8 @@ from gnnstore.stores.edge_layout import (
     node_types_of,
     to_coo,
 )
-from gnnstore.stores.edge_records import RecordedGraphStore, edge_key
+from gnnstore.stores.edge_records import RecordedGraphStore, edge_key, edge_records
+from gnnstore.stores.graph_engines import DEFAULT_ENGINE, GraphEngine, engine_named, open_failure
 
 logger = logging.getLogger(__name__)
 
@@ -58,27 +61,32 @@ _META = "gnnstore_meta"
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
 
-class KuzuGraphStore(RecordedGraphStore):
-    """PyG GraphStore (plus streaming and versions) over an embedded Kùzu database.
+class EmbeddedGraphStore(RecordedGraphStore):
+    """PyG GraphStore (plus streaming and versions) over an embedded graph database.
 
     Args:
-        path: the Kùzu database file (created when missing unless ``read_only``).
+        path: the database file (created when missing unless ``read_only``).
+        engine: the engine, by name or as a ``GraphEngine`` (default: LadybugDB).
         read_only: open without the write lock; puts and removes raise ``PreconditionError``.
     """
 
     page_edges = 1 << 22  # edges one query materialises (as Arrow) while streaming
 
-    def __init__(self, path: str | os.PathLike, *, read_only: bool = False) -> None:
+    def __init__(
+        self, path: str | os.PathLike, *, engine: str | GraphEngine = DEFAULT_ENGINE, read_only: bool = False
+    ) -> None:
         super().__init__()
         self.path = Path(path)
+        self.engine = engine if isinstance(engine, GraphEngine) else engine_named(engine)
         self.read_only = read_only
         if read_only and not self.path.exists():
             raise PreconditionError(f"graph store {self.path} does not exist (run `gnnstore ingest`)")
+        module = self.engine.module()
         try:
-            self._db = kuzu.Database(str(self.path), read_only=read_only)
-            self._conn = kuzu.Connection(self._db)
+            self._db = module.Database(str(self.path), read_only=read_only)
+            self._conn = module.Connection(self._db)
         except RuntimeError as exc:
-            raise PreconditionError(f"cannot open graph store {self.path}: {exc}") from exc
+            raise open_failure(self.engine, f"graph store {self.path}", exc) from None
         self._lock = threading.RLock()
         if _META not in self._table_names():
             if read_only:
@@ -101,7 +109,7 @@ class KuzuGraphStore(RecordedGraphStore):
             self._conn = self._db = None
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({str(self.path)!r})"
+        return f"{self.__class__.__name__}({str(self.path)!r}, engine={self.engine.name!r})"
 
     # ---- BaseGraphStore extras -------------------------------------------------------------
 
@@ -130,6 +138,51 @@ class KuzuGraphStore(RecordedGraphStore):
                 stop = min(high - low, start + chunk_size)
                 yield (torch.from_numpy(row[start:stop]), torch.from_numpy(col[start:stop]),
                        torch.arange(low + start, low + stop, dtype=torch.long))
+
+    # ---- moving between engines ------------------------------------------------------------
+
+    def dump(self, folder: Path) -> None:
+        """Write every record and every table's rows to ``folder`` (``meta.json`` and, per rel
+        table, ``<table>.row.npy`` / ``.col.npy`` in edge-id order), a page at a time."""
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "meta.json").write_text(json.dumps(self._meta))
+        for _, _, info in edge_records(self._meta):
+            ends = [np.lib.format.open_memmap(folder / f"{info['table']}.{end}.npy", mode="w+", dtype=np.int64,
+                                              shape=(info["num_edges"],)) for end in ("row", "col")]
+            for low in range(0, info["num_edges"], self.page_edges):
+                high = min(info["num_edges"], low + self.page_edges)
+                ends[0][low:high], ends[1][low:high] = self._read_edges(info, low, high)
+            for array in ends:
+                array.flush()
+
+    @classmethod
+    def load(cls, folder: Path, path: Path, engine: str | GraphEngine) -> EmbeddedGraphStore:
+        """A new database at ``path`` holding what ``dump`` wrote to ``folder``: the same tables,
+        records and version, so snapshots built from the dumped store stay valid."""
+        meta = json.loads((folder / "meta.json").read_text())
+        store = cls(path, engine=engine)
+        try:
+            with store._transaction():
+                for key, info in meta.items():
+                    if key.startswith("node:"):
+                        store._run(f"CREATE NODE TABLE {info['table']}(id INT64, PRIMARY KEY(id))")
+                        ids = pa.table({"id": np.arange(info["num_nodes"], dtype=np.int64)})
+                        store._run(f"COPY {info['table']} FROM $ids", {"ids": ids})
+                for edge_type, _, info in edge_records(meta):
+                    src_type, dst_type = node_types_of(edge_type)
+                    src, dst = (meta["node:" + json.dumps(nt)]["table"] for nt in (src_type, dst_type))
+                    store._run(f"CREATE REL TABLE {info['table']}(FROM {src} TO {dst}, e_id INT64)")
+                    row, col = (np.load(folder / f"{info['table']}.{end}.npy", mmap_mode="r") for end in ("row", "col"))
+                    if row.size:
+                        frame = pa.table({"from": row, "to": col, "e_id": np.arange(row.size, dtype=np.int64)})
+                        store._run(f"COPY {info['table']} FROM $frame", {"frame": frame})
+                for key, value in meta.items():
+                    store._set_meta(key, value)
+            store._run("CHECKPOINT")
+        except BaseException:
+            store.close()
+            raise
+        return store
 
     # ---- PyG hooks -------------------------------------------------------------------------
 
@@ -185,13 +238,13 @@ class KuzuGraphStore(RecordedGraphStore):
 
     # ---- internals -------------------------------------------------------------------------
 
-    def _run(self, query: str, parameters: dict | None = None) -> kuzu.QueryResult:
+    def _run(self, query: str, parameters: dict | None = None) -> Any:
         with self._lock:
             return self._conn.execute(query, parameters or {})
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        """One Kùzu write transaction; on any failure roll back and reload the metadata."""
+        """One write transaction; on any failure roll back and reload the metadata."""
         with self._lock:
             self._run("BEGIN TRANSACTION")
             try:
