@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs everything gnnstore's suite needs into a cache outside the clone, reused when present:
-#   $GNNSTORE_CACHE/venv   the virtual environment (torch, PyG, Kùzu, rocksdict, gRPC, ...)
-#   $GNNSTORE_CACHE/neo4j  the Neo4j 5.26 jars for the locally started test server
+# Installs what gnnstore runs with into a cache outside the clone, reused when present:
+#   $GNNSTORE_CACHE/venv   the virtual environment (torch, PyG, LadybugDB, rocksdict, gRPC, ...)
 # GNNSTORE_CACHE defaults to ~/.cache/gnnstore. Prints the venv's python on its last line.
+# The test server's Neo4j jars are the test command's (scripts/test.sh): the demo needs none.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${GNNSTORE_CACHE:-$HOME/.cache/gnnstore}
@@ -24,7 +24,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-if [ -x "$root/scripts/fetch_neo4j.sh" ]; then
-  "$root/scripts/fetch_neo4j.sh" >&2
-fi
 echo "$venv/bin/python"
