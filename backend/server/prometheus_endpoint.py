@@ -5,15 +5,24 @@ reports, the sampling scheduler's queue and the reply segments held. Every serie
 ``gnnstore_``; methods are labelled ``Service/Method``, clients by their token's name
 (``anonymous`` without tokens). The process's CPU, memory and open files come from
 prometheus-client's own ``process_`` series.
+
+The endpoint has no authentication, so it is bounded like the other ports: at most
+``MAX_CONNECTIONS`` connections at once (a further one is closed at once, so it never takes the
+file descriptors gRPC and the data port need), each cut ``REQUEST_DEADLINE_S`` after it opened
+however slowly it sends, and only ``/metrics`` answers (404 elsewhere).
 """
 from __future__ import annotations
 
 import logging
+import socket
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -27,6 +36,9 @@ from gnnstore.backend.service.metrics import LATENCY_BUCKETS_S, SERVICE_PREFIX, 
 from gnnstore.common.loopback import is_loopback
 
 logger = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 8
+REQUEST_DEADLINE_S = 5.0
 
 
 @dataclass
@@ -126,10 +138,87 @@ def start_metrics_endpoint(
     registry = CollectorRegistry()
     registry.register(GnnstoreCollector(metrics, gauges))
     ProcessCollector(registry=registry)
-    server, _ = start_http_server(port, addr=host, registry=registry)
+    server = _BoundedHTTPServer((host, port), _handler_for(registry))
+    threading.Thread(target=server.serve_forever, name="gnnstore-metrics", daemon=True).start()
     bound = server.server_address[1]
     if not is_loopback(host):
         logger.warning("Prometheus metrics on %s:%d are open to anyone who reaches it (no authentication)",
                        host, bound)
     logger.info("Prometheus metrics at http://%s:%d/metrics", host, bound)
     return server, bound
+
+
+class _BoundedHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``MAX_CONNECTIONS`` of them, and one more thread that
+    cuts each at its deadline."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._deadlines: dict[int, tuple[float, socket.socket]] = {}
+        self._closed = threading.Event()
+        super().__init__(address, handler)  # a port in use raises here, after server_close()
+        threading.Thread(target=self._cut_late, name="gnnstore-metrics-deadlines", daemon=True).start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: closed at once, holding nothing
+            return
+        self._deadlines[id(request)] = (time.monotonic() + REQUEST_DEADLINE_S, request)
+        try:
+            super().process_request(request, client_address)  # its thread runs process_request_thread
+        except BaseException:
+            self._release(request)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release(request)
+
+    def server_close(self) -> None:
+        self._closed.set()
+        super().server_close()
+
+    def _release(self, request: Any) -> None:
+        self._deadlines.pop(id(request), None)
+        self._slots.release()
+
+    def _cut_late(self) -> None:
+        while not self._closed.wait(0.25):
+            now = time.monotonic()
+            for deadline, request in list(self._deadlines.values()):
+                if now > deadline:
+                    _cut(request)
+
+
+def _cut(request: socket.socket) -> None:
+    """End a connection past its deadline: its handler's next read returns nothing."""
+    try:
+        request.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed
+
+
+def _handler_for(registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
+    class MetricsHandler(BaseHTTPRequestHandler):
+        timeout = REQUEST_DEADLINE_S  # each read; the server's timer bounds the whole connection
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path.split("?", 1)[0] != "/metrics":
+                self.send_error(404, "only /metrics is served here")
+                return
+            body = generate_latest(registry)
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
+            logger.debug("metrics endpoint: " + format, *args)
+
+    return MetricsHandler
+

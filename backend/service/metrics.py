@@ -196,10 +196,12 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 response_serializer=write,
             )
         if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, handler.unary_stream, finished), request_deserializer=read,
-                response_serializer=write,
-            )
+            behaviour = handler.unary_stream
+            # health's Watch sends from callbacks, without a handler thread: a wrapper that
+            # dropped that flag held one thread per open Watch, so strangers could take them all
+            wrapped = (self._non_blocking(method, behaviour) if getattr(behaviour, "experimental_non_blocking", False)
+                       else self._streaming(method, behaviour, finished))
+            return grpc.unary_stream_rpc_method_handler(wrapped, request_deserializer=read, response_serializer=write)
         return handler
 
     @staticmethod
@@ -228,6 +230,21 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 finished(time.perf_counter() - started, received, ok)
 
         return timed
+
+
+    @staticmethod
+    def _non_blocking(method: str, behaviour: Callable) -> Callable:
+        """A non-blocking streaming ``behaviour`` (it answers through ``send_response_callback``),
+        parse-checked and still non-blocking (such calls are not measured)."""
+
+        def checked(sized_request: tuple[int, Any], context: grpc.ServicerContext,
+                    send_response_callback: Callable[[Any], None]) -> None:
+            _refuse_unparsable(sized_request[1], method, context)
+            behaviour(sized_request[1], context, send_response_callback=send_response_callback)
+
+        checked.experimental_non_blocking = True
+        checked.experimental_thread_pool = getattr(behaviour, "experimental_thread_pool", None)
+        return checked
 
 
 def _refuse_unparsable(request: Any, method: str, context: grpc.ServicerContext) -> None:

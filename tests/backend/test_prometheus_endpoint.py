@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import socket
+import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from served import ServerProcess, ingest
 from torch_geometric.sampler import NodeSamplerInput
 
+from gnnstore.backend.server.prometheus_endpoint import MAX_CONNECTIONS, REQUEST_DEADLINE_S
 from gnnstore.backend.server.server_process import free_port
 from gnnstore.client import RemoteNeighborSampler, connect, server_info
 from gnnstore.common.errors import PreconditionError
@@ -66,3 +69,42 @@ def test_a_metrics_port_in_use_stops_the_start_with_a_clear_error(tmp_path: Path
         port = taken.getsockname()[1]
         with pytest.raises(PreconditionError, match=f"cannot serve metrics on 127.0.0.1:{port}"):
             ServerProcess(data_dir, "--metrics-port", str(port), log=tmp_path / "server.log", startup_timeout=120)
+
+
+def _threads(pid: int) -> int:
+    return int(next(line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if line.startswith("Threads:")))
+
+
+def test_strangers_get_404_off_metrics_and_cannot_hold_the_endpoint_or_the_server(tmp_path: Path) -> None:
+    data_dir = ingest(generate_graph(300, 4.0, 4, 2, seed=1), tmp_path / "data")
+    port = free_port()
+    with ServerProcess(data_dir, "--metrics-port", str(port), log=tmp_path / "server.log") as server:
+        for path in ("/", "/favicon.ico", "/x/../../etc/passwd", "/metricsx"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10)
+            assert refused.value.code == 404, path
+        before = _threads(server.proc.pid)
+        stalled = []
+        for _ in range(200):  # half-sent requests, never finished
+            stalled.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+            stalled[-1].sendall(b"GET /metr")
+        assert _threads(server.proc.pid) <= before + MAX_CONNECTIONS + 2  # a thread each used to be held
+        assert server_info(server.address).num_nodes == {None: 300}  # gRPC answers meanwhile
+        time.sleep(REQUEST_DEADLINE_S + 1)  # the stalled ones are cut at their deadline
+        assert value(scrape(port), "gnnstore_uptime_seconds") > 0
+        for sock in stalled:
+            sock.close()
+
+        slow = socket.create_connection(("127.0.0.1", port), timeout=10)  # one byte a second
+        started, cut = time.monotonic(), False
+        for byte in b"GET /metrics HTTP/1.1\r\nX-Slow: " + b"a" * 60:
+            try:
+                slow.send(bytes([byte]))
+            except OSError:
+                cut = True
+                break
+            time.sleep(0.5)
+        cut = cut or slow.recv(1) == b""
+        assert cut and time.monotonic() - started < REQUEST_DEADLINE_S + 3, "a slow sender outlived its deadline"
+        slow.close()

@@ -78,3 +78,24 @@ def test_health_watchers_are_not_counted_as_streamed_replies(server: ServerProce
     for channel, watch in watchers:
         watch.cancel()
         channel.close()
+
+
+def test_open_health_watches_hold_no_handler_thread(server: ServerProcess) -> None:
+    """Orchestrators and strangers hold Watch streams open; more of them than there are handler
+    threads must leave every other call answered (each used to hold a thread)."""
+    watchers = []
+    for _ in range(3 * WORKERS):
+        channel = grpc.insecure_channel(server.address)
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(), timeout=30)
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        watchers.append((channel, watch))
+    try:
+        with grpc.insecure_channel(server.address) as channel:
+            check = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        assert check.status == health_pb2.HealthCheckResponse.SERVING
+        fs, _ = connect(server.address, shared_memory=False, timeout=5)
+        assert fs.get_tensor_size(group_name=None, attr_name="x") == (50_000, 64)
+    finally:
+        for channel, watch in watchers:
+            watch.cancel()
+            channel.close()
