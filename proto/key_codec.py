@@ -6,11 +6,16 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from . import idmap_pb2
-from .codec import tensor_from_proto, tensor_to_proto
 from gnnstore.common.errors import InvalidRequestError
 
+from . import idmap_pb2
+from .codec import tensor_from_proto, tensor_to_proto
+
 NodeKey = int | str
+
+MAX_KEY_BYTES = 1024
+"""The longest str key (UTF-8 bytes) a request may name: keys are ids, not documents, and the id
+map keeps every key twice (key to id and back)."""
 
 
 def keys_to_proto(keys: Sequence[NodeKey] | Tensor) -> idmap_pb2.Keys:
@@ -29,6 +34,7 @@ def keys_to_proto(keys: Sequence[NodeKey] | Tensor) -> idmap_pb2.Keys:
     for key in keys:
         if isinstance(key, bool) or not isinstance(key, (int, str)):
             raise InvalidRequestError(f"a node key is an int or a str, got {key!r}")
+    _check_lengths(keys)
     if all(isinstance(k, int) for k in keys):
         return idmap_pb2.Keys(ints=tensor_to_proto(torch.tensor(keys, dtype=torch.long)))
     if all(isinstance(k, str) for k in keys):
@@ -43,7 +49,8 @@ def keys_from_proto(message: idmap_pb2.Keys) -> list[NodeKey] | Tensor:
     """Decode keys: an int64 tensor for all-int batches, else a list of int and str.
 
     Raises:
-        InvalidRequestError: an int tensor that is not 1-D integers.
+        InvalidRequestError: an int tensor that is not 1-D integers, or a str key over
+            ``MAX_KEY_BYTES``.
     """
     kind = message.WhichOneof("kind")
     if kind == "ints":
@@ -52,7 +59,21 @@ def keys_from_proto(message: idmap_pb2.Keys) -> list[NodeKey] | Tensor:
             raise InvalidRequestError(f"int keys must be 1-D integers, got {message.ints.dtype}")
         return ints.long()
     if kind == "strs":
-        return list(message.strs.values)
+        return _check_lengths(list(message.strs.values))
     if kind == "mixed":
-        return [getattr(k, k.WhichOneof("value") or "int_key") for k in message.mixed.values]
+        return _check_lengths([getattr(k, k.WhichOneof("value") or "int_key") for k in message.mixed.values])
     return []
+
+
+def _check_lengths(keys: list[NodeKey]) -> list[NodeKey]:
+    """``keys`` itself, if no str key is longer than ``MAX_KEY_BYTES``.
+
+    Raises:
+        InvalidRequestError: a longer key (named by its start and length).
+    """
+    for key in keys:
+        if isinstance(key, str) and len(key) > MAX_KEY_BYTES // 4 and len(key.encode()) > MAX_KEY_BYTES:
+            raise InvalidRequestError(
+                f"node key {key[:32]!r}... is {len(key.encode()):,} bytes; keys are at most {MAX_KEY_BYTES:,} bytes"
+            )
+    return keys
