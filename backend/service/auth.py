@@ -57,11 +57,13 @@ class Principal:
 
     def may(self, role: str) -> bool:
         """Whether this principal's role includes ``role``."""
-        return ROLES.index(self.role) >= ROLES.index(role)
+        return self.role in ROLES and ROLES.index(self.role) >= ROLES.index(role)
 
 
 ANONYMOUS = Principal("anonymous", "admin")
 """Every caller of a server without tokens."""
+REFUSED = Principal("unauthenticated", "none")
+"""How statistics name a caller whose token a server with tokens does not know (it may do nothing)."""
 
 
 def required_role(method: str) -> str:
@@ -213,10 +215,11 @@ class AuthInterceptor(grpc.ServerInterceptor):
 
 
 def identify(tokens: TokenTable | None) -> Callable[[grpc.HandlerCallDetails], Principal]:
-    """Who made a call, for statistics: the token's principal, or ``ANONYMOUS`` without tokens."""
+    """Who made a call, for statistics: the token's principal, ``REFUSED`` for an unknown or
+    missing token, or ``ANONYMOUS`` on a server without tokens."""
     if not tokens:
         return lambda details: ANONYMOUS
-    return lambda details: tokens.authenticate(details.invocation_metadata) or ANONYMOUS
+    return lambda details: tokens.authenticate(details.invocation_metadata) or REFUSED
 
 
 def _refusal(

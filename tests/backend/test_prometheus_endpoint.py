@@ -15,8 +15,8 @@ from torch_geometric.sampler import NodeSamplerInput
 
 from gnnstore.backend.server.prometheus_endpoint import MAX_CONNECTIONS, REQUEST_DEADLINE_S
 from gnnstore.backend.server.server_process import free_port
-from gnnstore.client import RemoteNeighborSampler, connect, server_info
-from gnnstore.common.errors import PreconditionError
+from gnnstore.client import Connection, RemoteNeighborSampler, connect, server_info
+from gnnstore.common.errors import AuthenticationError, PreconditionError
 from gnnstore.ingest.generator import generate_graph
 
 
@@ -108,3 +108,18 @@ def test_strangers_get_404_off_metrics_and_cannot_hold_the_endpoint_or_the_serve
         cut = cut or slow.recv(1) == b""
         assert cut and time.monotonic() - started < REQUEST_DEADLINE_S + 3, "a slow sender outlived its deadline"
         slow.close()
+
+
+def test_calls_with_an_unknown_token_are_counted_as_refused_not_as_an_admin(tmp_path: Path) -> None:
+    data_dir = ingest(generate_graph(300, 4.0, 4, 2, seed=1), tmp_path / "data")
+    port, token = free_port(), "a-known-token-0123456789"
+    with ServerProcess(data_dir, "--metrics-port", str(port), log=tmp_path / "server.log",
+                       env={"GNNSTORE_AUTH_TOKENS": f"{token} reader trainer"}) as server:
+        assert server_info(Connection(server.address, token=token)).num_nodes == {None: 300}
+        for wrong in ("not-a-token-of-this-server", None):
+            with pytest.raises(AuthenticationError):
+                server_info(Connection(server.address, token=wrong, retry_timeout=0))
+        samples = scrape(port)
+        clients = {(labels["client"], labels["role"]): v for labels, v in samples["gnnstore_client_requests_total"]}
+        assert set(clients) == {("trainer", "reader"), ("unauthenticated", "none")}  # never ("anonymous", "admin")
+        assert clients[("unauthenticated", "none")] == 2 and clients[("trainer", "reader")] >= 1
