@@ -171,9 +171,27 @@ class TemporalIndexes(AttrIndexCache[TemporalIndex]):
             })
         edge_types = {edge_group_of(et): et for et in snapshot.edges}
         groups = [s.group_name for s in schema if s.attr_name == time_attr and s.group_name in edge_types]
+        if not groups and list(snapshot.num_nodes) == [None]:
+            return self._homogeneous(time_attr, [s.group_name for s in schema if s.attr_name == time_attr])
         if not groups:
             raise NotFoundError(f"no node type or edge type has a feature {time_attr!r} to sample by time")
         return self._engine.temporal_index({}, {
             edge_types[group]: integer_times(self._read(group, time_attr), f"edge type {edge_types[group]!r}", time_attr)
             for group in groups
         })
+
+    def _homogeneous(self, time_attr: str, groups: list) -> TemporalIndex:
+        """PyG's rule for a homogeneous graph's times kept under a group of their own: the one
+        stored attr of that name, node times when it is called ``time``, else edge times.
+
+        Raises:
+            NotFoundError: no attr, or several, of that name.
+        """
+        if len(groups) != 1:
+            where = f" (under {', '.join(map(repr, groups))}; PyG reads exactly one)" if groups else ""
+            raise NotFoundError(f"no node type or edge type has a feature {time_attr!r} to sample by time{where}")
+        times = integer_times(self._read(groups[0], time_attr), f"group {groups[0]!r}", time_attr)
+        if time_attr == "time":
+            return self._engine.temporal_index({None: times})
+        (edge_type,) = self._engine.snapshot.edges
+        return self._engine.temporal_index({}, {edge_type: times})

@@ -137,3 +137,27 @@ def test_edge_level_times_filter_each_edge_by_its_own_time(tmp_path: Path) -> No
                            edge_label_time=edge_time[:64], batch_size=32)
         for batch in links:
             assert (edge_time[batch.e_id] <= batch.edge_label_time[batch.batch[batch.edge_index[1]]]).all()
+
+
+def test_a_homogeneous_graphs_times_under_a_group_of_their_own_follow_pyg(tmp_path: Path, graph: Data) -> None:
+    """PyG's sampler takes a homogeneous graph's ``time_attr`` from whatever group holds it (its
+    upstream temporal tests store it under ``group_name='default'``): node times when it is
+    called ``time``, else edge times."""
+    plain = Data(x=graph.x, edge_index=graph.edge_index)
+    edge_time = torch.randperm(graph.edge_index.size(1), generator=torch.Generator().manual_seed(2))
+    with serve_graph(plain, tmp_path) as process:
+        fs, _ = connect(process.address)
+        fs.put_tensor(graph.time, group_name="default", attr_name="time", index=None)
+        fs.put_tensor(edge_time, group_name="default", attr_name="edge_time", index=None)
+        engine = SamplingEngine(TopologySnapshot.from_data(graph))
+        seeds, seed_time = torch.arange(0, N, 9), torch.arange(0, N, 9) % 300 + 50
+        for name, index in (("time", engine.temporal_index({None: graph.time.numpy()})),
+                            ("edge_time", engine.temporal_index({}, {None: edge_time.numpy()}))):
+            remote = RemoteNeighborSampler(fs, [4, 3], time_attr=name, temporal_strategy="last")
+            local = SnapshotNeighborSampler(engine, [4, 3], temporal=index, temporal_strategy="last")
+            got, want = (s.sample_from_nodes(NodeSamplerInput(None, seeds, time=seed_time)) for s in (remote, local))
+            assert torch.equal(got.node, want.node) and torch.equal(got.edge, want.edge), name
+        fs.put_tensor(graph.time, group_name="other", attr_name="time", index=None)  # now two: which one?
+        with pytest.raises(NotFoundError, match=r"under 'default', 'other'; PyG reads exactly one"):
+            RemoteNeighborSampler(fs, [4, 3], time_attr="time").sample_from_nodes(
+                NodeSamplerInput(None, seeds, time=seed_time))
