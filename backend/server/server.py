@@ -148,8 +148,9 @@ class GnnStoreServer:
         gauges = ServerGauges(
             self._sampling.load,
             lambda: len(self._segments or ()),
-            lambda: (0, 0) if self.data_port_server is None else (self.data_port_server.tickets.held_bytes,
-                                                           self.data_port_server.connections()),
+            lambda: (0, 0) if self.data_port_server is None else (
+                self.data_port_server.tickets.held_bytes, self.data_port_server.connections()
+            ),
             {"version": __version__, "graph_backend": self.data.graph_backend,
              "snapshot_id": self.data.summary.snapshot_id},
         )
