@@ -512,5 +512,6 @@ class FeatureCache:
             return BATCH_BUFFERS.empty(shape, dtype=dtype)
         return torch.empty(shape, dtype=dtype, device=self.device)
 
-    def _on_device(self, array: np.ndarray) -> Tensor:
-        return torch.from_numpy(array).to(self.device)
+    def _on_device(self, positions: np.ndarray) -> Tensor:
+        """Row positions as the int64 index torch's index kernels take (the cache keeps int32)."""
+        return torch.from_numpy(positions).to(self.device, torch.int64)
