@@ -168,9 +168,11 @@ def test_every_role_gets_the_status_its_cell_says(
                 assert "needs a token" in text
             assert all(token not in text for token in tokens.values() if token), text
     clients = client_stats(Connection(address, token=TOKENS["admin"], **_client_tls(mode, pki)))
-    assert {"reader-client", "writer-client", "admin-client", "anonymous"} <= set(clients)
+    assert {"reader-client", "writer-client", "admin-client", "unauthenticated"} <= set(clients)
+    assert "anonymous" not in clients  # a server with tokens has no anonymous admin
     assert clients["reader-client"].role == "reader" and clients["reader-client"].requests >= 2
-    assert clients["anonymous"].errors >= 10  # the refused calls of no and unknown tokens
+    assert clients["unauthenticated"].errors >= 10  # the refused calls of no and unknown tokens
+    assert clients["unauthenticated"].role == "none"
 
 
 def test_a_token_from_the_environment_is_used_by_every_stub(
