@@ -26,6 +26,11 @@ class MalformedFileError(InvalidRequestError):
     """An input file that cannot be read as declared; the message names file, line and column."""
 
 
+class CommandInputError(InvalidRequestError):
+    """What a command was given to start from (its config file, its data directory) cannot be
+    used; ``gnnstore`` exits with status 2 for it, as for an unknown option."""
+
+
 class NotFoundError(GnnStoreError, KeyError):
     """An unknown node type, edge type, attribute or external key."""
 

@@ -1,4 +1,5 @@
 """``python -m gnnstore`` runs the command line."""
 from gnnstore.cli import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -8,11 +8,12 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+import warnings
 
 import click
 
 from gnnstore import __version__
-from gnnstore.common.errors import GnnStoreError
+from gnnstore.common.errors import CommandInputError, GnnStoreError
 
 COMMANDS = {  # name -> (module:attribute, the one line `gnnstore --help` shows)
     "ingest": ("gnnstore.ingest.cli:ingest_command", "Load a graph into the stores."),
@@ -20,7 +21,7 @@ COMMANDS = {  # name -> (module:attribute, the one line `gnnstore --help` shows)
     "neo4j-adopt": ("gnnstore.ingest.cli:adopt_command", "Make a graph imported by neo4j-admin a gnnstore graph."),
     "migrate": ("gnnstore.ingest.cli:migrate_command", "Convert a data directory's graph to another engine."),
     "serve": ("gnnstore.backend.server.serve_cli:serve_command", "Serve a data directory over gRPC."),
-    "demo": ("gnnstore.demo:demo_command", "Generate, ingest, serve and train GraphSAGE, end to end."),
+    "demo": ("gnnstore.demo_command:demo_command", "Generate, ingest, serve and train GraphSAGE, end to end."),
 }
 
 
@@ -61,7 +62,14 @@ def version_command() -> None:
 
 
 def main() -> None:
-    """Entry point: one line and exit 1 for gnnstore's own errors, a traceback for anything else."""
+    """Entry point: one line for gnnstore's own errors, a traceback for anything else.
+
+    Exit status 2: bad usage (an unknown command or option, a bad option value, a config file or
+    data directory that cannot be used); 1: the command failed; 130: interrupted.
+    """
+    # PyG's import decorates with torch.jit.script, which torch 2.9+ deprecates: a warning about
+    # torch's internals that no gnnstore user can act on.
+    warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
     try:
         cli(standalone_mode=False)
     except click.exceptions.Abort:
@@ -71,4 +79,4 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except GnnStoreError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        sys.exit(2 if isinstance(exc, CommandInputError) else 1)

@@ -13,12 +13,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from gnnstore.common.errors import InvalidRequestError, MalformedFileError
+from gnnstore.common.errors import CommandInputError, InvalidRequestError
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES, MIN_MAX_MESSAGE_BYTES
 
 ENV_PREFIX = "GNNSTORE_"
 SECRETS = frozenset({"neo4j_password", "auth_tokens"})
-GRAPH_BACKENDS = ("embedded", "ladybug", "kuzu", "neo4j")
+EMBEDDED_ENGINES = ("ladybug", "kuzu")  # the engines of gnnstore.stores.graph_engines, by name
+GRAPH_BACKENDS = ("embedded", *EMBEDDED_ENGINES, "neo4j")
 """``embedded``: the data directory's own graph (LadybugDB for a new one); ``ladybug`` and ``kuzu``:
 that embedded engine, the one a directory must have been made with; ``neo4j``: a Neo4j server."""
 NEO4J_SAMPLING_MODES = ("snapshot", "live")
@@ -198,8 +199,9 @@ def load_config(
         flags: command-line values by field name.
 
     Raises:
-        MalformedFileError: the file is not TOML (the message names file, line and column).
-        InvalidRequestError: an unknown key, a secret in the file or flags, or a bad value.
+        CommandInputError: the file is missing, unreadable or not TOML (the message names file,
+            line and column), or has an unknown key or a secret.
+        InvalidRequestError: an unknown flag, a secret in the flags, or a bad value.
     """
     values: dict[str, Any] = {}
     if path is not None:
@@ -223,17 +225,20 @@ def _read_toml(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise InvalidRequestError(f"config file {path} does not exist") from None
+        raise CommandInputError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise CommandInputError(f"config file {path} cannot be read: {reason}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise MalformedFileError(f"config file {path}: {exc}") from None
+        raise CommandInputError(f"config file {path} is not TOML: {exc}") from None
     values = {}
     for key, value in data.items():
         if key not in _FIELDS:
-            raise InvalidRequestError(
+            raise CommandInputError(
                 f"config file {path}: unknown key {key!r} (known: {sorted(_FIELDS)})"
             )
         if key in SECRETS:
-            raise InvalidRequestError(
+            raise CommandInputError(
                 f"config file {path}: {key} must not be written in a file; set "
                 f"${ENV_PREFIX}{key.upper()} instead"
             )

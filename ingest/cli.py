@@ -18,32 +18,21 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.common.errors import InvalidRequestError
-from gnnstore.config import GRAPH_BACKENDS, ServerConfig, embedded_engine, load_config
-from gnnstore.ingest.file_source import KEY_COLUMN, LABEL_COLUMN, ingest_files
-from gnnstore.ingest.generator import generate_graph
-from gnnstore.ingest.graph_ingest import ingest_graph
-from gnnstore.ingest.neo4j_attach import attach_neo4j, read_spec
-from gnnstore.ingest.planetoid import RAW_SUFFIXES, load_planetoid
-from gnnstore.ingest.report import IngestReport
-from gnnstore.stores.data_dir import (
-    Stores,
-    clear_ingest_record,
-    discard_graph_writes,
-    open_stores,
-    read_ingest_record,
-    write_ingest_record,
-)
-from gnnstore.stores.engine_migration import migrate
-from gnnstore.stores.graph_engines import ENGINES
-from gnnstore.stores.neo4j_attached import AttachedSchema
-from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
-from gnnstore.stores.neo4j_import import ImportFilesGraphStore, admin_import_args
+from gnnstore.config import EMBEDDED_ENGINES, GRAPH_BACKENDS, ServerConfig, embedded_engine, load_config
+from gnnstore.ingest.file_columns import KEY_COLUMN, LABEL_COLUMN
 
+if TYPE_CHECKING:
+    from torch_geometric.typing import EdgeType, NodeType
+
+    from gnnstore.ingest.report import IngestReport
+    from gnnstore.stores.data_dir import Stores
+
+# The commands import what they run when they run: `gnnstore ingest --help` loads no torch.
 DEFAULT_DATA_DIR = Path("gnnstore-data")
 _DEFAULTS = ServerConfig()
 
@@ -130,6 +119,10 @@ def open_target(target: Target) -> Iterator[Stores]:
     Raises:
         ServerUnavailableError: Neo4j does not answer or refuses the login; nothing is written.
     """
+    from gnnstore.stores.data_dir import open_stores
+    from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
+    from gnnstore.stores.neo4j_import import ImportFilesGraphStore
+
     graph = None
     if target.neo4j_import_dir is not None:
         graph = ImportFilesGraphStore(target.neo4j_import_dir)
@@ -154,6 +147,15 @@ def run_ingest(
     on them does not stop it. The record is removed before the first write: an ingest that
     fails or is killed leaves none, and the next run redoes it.
     """
+    from gnnstore.stores.data_dir import (
+        clear_ingest_record,
+        discard_graph_writes,
+        read_ingest_record,
+        write_ingest_record,
+    )
+    from gnnstore.stores.neo4j_attached import AttachedSchema
+    from gnnstore.stores.neo4j_import import ImportFilesGraphStore, admin_import_args
+
     graph = {"backend": target.graph_backend}
     if target.neo4j_import_dir is not None:
         graph["import_dir"] = str(target.neo4j_import_dir.resolve())
@@ -222,6 +224,9 @@ def generate_command(
     skip_if_done: bool,
 ) -> None:
     """A power-law graph with planted classes, class-correlated features and splits."""
+    from gnnstore.ingest.generator import generate_graph
+    from gnnstore.ingest.graph_ingest import ingest_graph
+
     if classes > nodes:
         raise click.BadParameter(f"{classes} classes need at least as many nodes, got {nodes}",
                                  param_hint="--classes")
@@ -238,6 +243,9 @@ def generate_command(
 @target_options
 def planetoid_command(raw_dir: Path, name: str, target: Target, skip_if_done: bool) -> None:
     """PyG's Planetoid raw files (e.g. tests/data/planetoid/Cora/raw)."""
+    from gnnstore.ingest.graph_ingest import ingest_graph
+    from gnnstore.ingest.planetoid import RAW_SUFFIXES, load_planetoid
+
     data = load_planetoid(raw_dir, name)
     files = {suffix: raw_dir / f"ind.{name.lower()}.{suffix}" for suffix in RAW_SUFFIXES}
     source = {"planetoid": {"name": name, "files": _digests(files)}}
@@ -267,6 +275,8 @@ def files_command(
     Example: --nodes paper=papers.parquet --nodes author=authors.csv
     --edges author,writes,paper=writes.csv
     """
+    from gnnstore.ingest.file_source import ingest_files
+
     nodes = _parse_specs(node_specs, "--nodes", _node_type)
     features = _parse_specs(feature_specs, "--features", _node_type)
     edges = _parse_specs(edge_specs, "--edges", _edge_type)
@@ -331,6 +341,8 @@ def adopt_command(import_dir: Path, neo4j_uri: str | None, neo4j_user: str | Non
 
     Run once, after `neo4j-admin database import full` of the files and a start of the database.
     """
+    from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
+
     target = resolve_target(DEFAULT_DATA_DIR, os.environ, graph_backend="neo4j", neo4j_uri=neo4j_uri,
                             neo4j_user=neo4j_user)
     store = Neo4jGraphStore(target.neo4j_uri, target.neo4j_auth)
@@ -376,6 +388,8 @@ def attach_neo4j_command(
       to = "User"
       features = { edge_attr = "weight" }   # optional: edge features
     """
+    from gnnstore.ingest.neo4j_attach import attach_neo4j, read_spec
+
     spec = read_spec(spec_path)
     source = resolve_target(DEFAULT_DATA_DIR, os.environ, graph_backend="neo4j", neo4j_uri=neo4j_uri,
                             neo4j_user=neo4j_user)
@@ -388,9 +402,11 @@ def attach_neo4j_command(
 @click.command("migrate")
 @click.option("--data-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
               help="The data directory whose graph database to convert (stop a server writing to it first).")
-@click.option("--to", "engine", type=click.Choice(sorted(ENGINES)), required=True,
+@click.option("--to", "engine", type=click.Choice(sorted(EMBEDDED_ENGINES)), required=True,
               help="The engine to keep the graph in from now on.")
 def migrate_command(data_dir: Path, engine: str) -> None:
     """Convert a data directory's graph database to another engine, in place: a kill at any
     point leaves the old graph serving, and running it again finishes the job."""
+    from gnnstore.stores.engine_migration import migrate
+
     click.echo(migrate(data_dir, engine))

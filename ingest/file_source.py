@@ -33,20 +33,17 @@ from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.typing import EdgeType, NodeType
 
+from gnnstore.common.errors import InvalidRequestError, MalformedFileError
+from gnnstore.ingest.file_columns import DST_COLUMN, KEY_COLUMN, LABEL_COLUMN, MASK_SUFFIX, SRC_COLUMN
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.ingest.report import IngestReport
 from gnnstore.ingest.table_reader import is_csv, position, read_header, read_table
-from gnnstore.common.errors import InvalidRequestError, MalformedFileError
 
 if TYPE_CHECKING:
     from gnnstore.stores.data_dir import Stores
 
 logger = logging.getLogger(__name__)
 
-KEY_COLUMN = "key"
-LABEL_COLUMN = "y"
-MASK_SUFFIX = "_mask"
-SRC_COLUMN, DST_COLUMN = "src", "dst"
 
 
 @dataclass

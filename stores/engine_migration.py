@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from gnnstore.common.durable_file import sync_directory
-from gnnstore.common.errors import PreconditionError
+from gnnstore.common.errors import CommandInputError, PreconditionError
 from gnnstore.stores.data_dir import EDGE_FILES, GRAPH_ENGINE, graph_kind, record_engine
 from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
 from gnnstore.stores.graph_engines import ENGINES, GraphEngine, engine_named
@@ -37,14 +37,17 @@ def migrate(data_dir: str | os.PathLike, to: str) -> str:
     """Convert ``data_dir``'s graph database to engine ``to``; returns what was done, in words.
 
     Raises:
-        PreconditionError: no graph database there (none, or edge files), the old database
+        CommandInputError: no graph there (not a data directory).
+        PreconditionError: the graph is kept as edge files, the old database
             cannot be read (in use by a writer, damaged), or the new one cannot be written.
     """
     root, target = Path(data_dir), engine_named(to)
     kind = graph_kind(root)
-    if kind is None or kind == EDGE_FILES:
-        what = "no graph" if kind is None else "its graph as edge files, which no engine reads"
-        raise PreconditionError(f"data directory {root} holds {what}: there is no database to migrate")
+    if kind is None:
+        raise CommandInputError(f"data directory {root} holds no graph: there is no database to migrate")
+    if kind == EDGE_FILES:
+        raise PreconditionError(f"data directory {root} holds its graph as edge files, which no engine reads: "
+                                "there is no database to migrate")
     work = root / WORK
     if kind == target.name:  # done before, maybe killed before its clean-up
         left = _remove_other_databases(root, target) + ([WORK] if work.exists() else [])

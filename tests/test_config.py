@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gnnstore.common.errors import InvalidRequestError, MalformedFileError
+from gnnstore.common.errors import CommandInputError, InvalidRequestError
 from gnnstore.config import ServerConfig, load_config
 
 
@@ -64,7 +64,10 @@ def test_secrets_are_refused_in_the_file_and_in_flags(tmp_path: Path) -> None:
 def test_malformed_toml_names_the_file(tmp_path: Path) -> None:
     file = tmp_path / "server.toml"
     file.write_text("port = = 1\n")
-    with pytest.raises(MalformedFileError, match="server.toml"):
+    with pytest.raises(CommandInputError, match="server.toml is not TOML"):
+        load_config(file)
+    file.write_bytes(b"\xff\xfe port = 1")
+    with pytest.raises(CommandInputError, match="server.toml cannot be read: not UTF-8 text"):
         load_config(file)
 
 

@@ -7,9 +7,7 @@ import signal
 from pathlib import Path
 
 import click
-import torch
 
-from gnnstore.backend.server.server import serve
 from gnnstore.config import GRAPH_BACKENDS, NEO4J_SAMPLING_MODES, ServerConfig, load_config
 
 _DEFAULTS = ServerConfig()
@@ -86,6 +84,10 @@ def serve_command(config_file: Path | None, **flags: object) -> None:
     Without tokens the server binds only a loopback --host; tokens never come from flags.
     """
     config = load_config(config_file, os.environ, flags)
+    import torch  # here, not above: `gnnstore serve --help` loads neither torch nor PyG
+
+    from gnnstore.backend.server.server import serve
+
     # Calls run on their own threads; torch's intra-op pool inside each call's small tensor ops
     # only makes threads wait for cores the calls (and a co-located trainer) already use.
     torch.set_num_threads(1)

@@ -39,7 +39,13 @@ from gnnstore.backend.service.served_graph import (
 )
 from gnnstore.backend.versions.graph_versions import GraphVersions, GraphView
 from gnnstore.backend.versions.write_log import WriteLog
-from gnnstore.common.errors import GnnStoreError, InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.errors import (
+    CommandInputError,
+    GnnStoreError,
+    InvalidRequestError,
+    NotFoundError,
+    PreconditionError,
+)
 from gnnstore.config import ServerConfig, embedded_engine
 from gnnstore.stores.data_dir import (
     EDGE_FILES,
@@ -143,10 +149,10 @@ def _open_stores(config: ServerConfig) -> Stores:
     data_dir = config.data_dir
     hint = f"create it with `gnnstore ingest <source> --data-dir {data_dir}`"
     if not data_dir.is_dir():
-        raise PreconditionError(f"data directory {data_dir} does not exist; {hint}")
+        raise CommandInputError(f"data directory {data_dir} does not exist; {hint}")
     missing = missing_parts(data_dir, graph_elsewhere=config.graph_backend == "neo4j")
     if missing:
-        raise PreconditionError(
+        raise CommandInputError(
             f"data directory {data_dir} lacks {', '.join(missing)}: it was not written by "
             f"`gnnstore ingest` or the ingest did not finish; {hint}"
         )

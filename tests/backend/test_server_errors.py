@@ -211,7 +211,7 @@ def _serve_exit(data_dir: Path) -> subprocess.CompletedProcess:
 
 def test_missing_data_dir_exits_with_what_to_do(tmp_path: Path) -> None:
     result = _serve_exit(tmp_path / "nowhere")
-    assert result.returncode == 1
+    assert result.returncode == 2  # bad usage, as an unknown option
     assert "does not exist" in result.stderr and "gnnstore ingest" in result.stderr
     assert not (tmp_path / "nowhere").exists()  # a read-write server never creates empty stores
 

@@ -143,7 +143,7 @@ def test_migrate_refuses_what_it_cannot_convert(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     done = _gnnstore("migrate", "--data-dir", empty, "--to", "ladybug")
-    assert done.returncode == 1 and "holds no graph: there is no database to migrate" in done.stderr
+    assert done.returncode == 2 and "holds no graph: there is no database to migrate" in done.stderr
     assert "Traceback" not in done.stderr
     unknown = _gnnstore("migrate", "--data-dir", empty, "--to", "sqlite")
     assert unknown.returncode == 2 and "'sqlite' is not one of 'kuzu', 'ladybug'" in unknown.stderr
