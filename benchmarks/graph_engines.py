@@ -14,12 +14,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import multiprocessing
-import os
-import platform
 import resource
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,7 +23,8 @@ from pathlib import Path
 
 import psutil
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks.results_page import write_page
+
 KINDS = ("kuzu", "ladybug", "edge-files")
 
 
@@ -40,7 +37,7 @@ def measure(kind: str, root: Path, nodes: int, edges: int) -> dict[str, float]:
     from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
     from gnnstore.stores.graph_engines import ENGINES
 
-    def open_store(read_only: bool):  # noqa: ANN202
+    def open_store(read_only: bool):
         if kind == "edge-files":
             return EdgeFileGraphStore(root / "graph.edges", read_only=read_only)
         return EmbeddedGraphStore(root / ENGINES[kind].file_name, engine=kind, read_only=read_only)
@@ -71,18 +68,13 @@ def timed(figures: dict[str, float], step: str) -> Iterator[None]:
     figures[f"{step}_s"], figures[f"{step}_cpu"] = time.perf_counter() - wall, time.process_time() - cpu
 
 
-def table(results: dict[str, dict[str, float]], nodes: int, edges: int) -> str:
-    """The figures as a Markdown page stamped with the commit, date and machine."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+def table(results: dict[str, dict[str, float]], edges: int) -> str:
+    """The figures as a Markdown table."""
     lines = [
-        "# Embedded graph stores side by side",
+        "One run; each store in a fresh process.",
         "",
-        f"`python -m benchmarks.graph_engines --nodes {nodes} --edges {edges}`: commit {commit or '?'}, "
-        f"{datetime.date.today()}, {platform.machine()} with {os.cpu_count()} CPUs and "
-        f"{psutil.virtual_memory().total / 2**30:.0f} GiB. One run; each store in a fresh process.",
-        "",
-        "| store | ingest: edges/s (wall s, CPU s) | snapshot build: wall s (CPU s) | full scan: edges/s (wall s, CPU s) "
-        "| disk (MB) | peak memory (MB) |",
+        ("| store | ingest: edges/s (wall s, CPU s) | snapshot build: wall s (CPU s) "
+         "| full scan: edges/s (wall s, CPU s) | disk (MB) | peak memory (MB) |"),
         "|---|---|---|---|---|---|",
     ]
     for kind, r in results.items():
@@ -107,10 +99,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix=f"gnnstore-{kind}-") as tmp, spawn.Pool(1) as pool:
             results[kind] = pool.apply(measure, (kind, Path(tmp), args.nodes, args.edges))
         print(f"{kind}: {results[kind]}", flush=True)
-    page = table(results, args.nodes, args.edges)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "graph_engines.md").write_text(page)
-    print(page)
+    page = table(results, args.edges)
+    command = f"python -m benchmarks.graph_engines --nodes {args.nodes} --edges {args.edges}"
+    print(write_page("graph_engines", "Embedded graph stores side by side", command, page).read_text())
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ import importlib.util
 import logging
 import multiprocessing
 import os
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -66,12 +67,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from benchmarks.link import capped_loopback
+from benchmarks.results_page import RESULTS, write_page
 from gnnstore.backend.server.server_process import ServerProcess
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.data_dir import open_stores
 
-RESULTS = Path(__file__).resolve().parent / "results"
 NODE_ATTRS = ("x", "y", "train_mask", "val_mask", "test_mask")
 NUM_CLASSES = 10
 ENGINE = "in-memory: gnnstore engine"
@@ -577,10 +578,11 @@ def main() -> None:
         + paired_summary(train_rounds)
     )
     print("\n" + text + summary)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "loader.md").write_text(text + "\n" + summary)
+    command = " ".join(["python -m benchmarks.loader", *sys.argv[1:]])
+    page = write_page("loader", "Loading and training: in memory vs. through a server", command,
+                      text + "\n" + summary + "\n![batches/s as a ratio to in memory](loader.png)")
     chart(results, base, memory_train.batches_per_s, RESULTS / "loader.png")
-    print(f"wrote {RESULTS / 'loader.md'} and {RESULTS / 'loader.png'}")
+    print(f"wrote {page} and {RESULTS / 'loader.png'}")
 
 
 if __name__ == "__main__":

@@ -81,7 +81,8 @@ class Connection:
         token: the bearer token every call carries (default ``$GNNSTORE_TOKEN``; none if unset).
         tls: ``False`` plaintext; ``True`` TLS trusting the system's CAs; a path: TLS trusting
             that PEM CA. ``None`` (default) is ``$GNNSTORE_TLS_CA`` if set, else plaintext.
-        client_cert, client_key: this client's PEM certificate and key, for mutual TLS.
+        client_cert: this client's PEM certificate, for mutual TLS.
+        client_key: its PEM key.
         retry_timeout: seconds an idempotent call keeps retrying while a server this process
             has reached is unreachable (default 60; 0: never retry).
         use_data_port: read large sampling replies from the server's data port when it offers one

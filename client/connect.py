@@ -60,7 +60,8 @@ def connect(
         tls: ``True`` for TLS trusting the system's CAs, or the path of the PEM CA that signed
             the server's certificate; ``None`` (default) is ``$GNNSTORE_TLS_CA`` if set, else
             plaintext.
-        client_cert, client_key: PEM certificate and key of this client, for mutual TLS.
+        client_cert: PEM certificate of this client, for mutual TLS.
+        client_key: PEM key of that certificate.
         retry_timeout: seconds a sampling, read or Put call keeps retrying while the server,
             once reached, is unreachable (a restart); default 60, 0 never retries. A server that
             comes back serving another graph version raises ``PreconditionError``.
