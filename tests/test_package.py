@@ -1,0 +1,59 @@
+"""gnnstore as a package: ``python -m build`` makes a wheel and an sdist that carry what it needs,
+and the wheel, installed into a fresh virtual environment, runs the demo end to end.
+
+The fresh environment gets only the wheel; its dependencies come from this test environment's
+site-packages through a path file (installing torch anew would take minutes), so everything of
+gnnstore it runs comes from the wheel, never from the source tree.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import zipfile
+from pathlib import Path
+
+import gnnstore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_wheel_installed_alone_runs_the_demo(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    # --no-isolation: the build backend is this environment's setuptools, not one downloaded again
+    built = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = dist.glob(f"gnnstore-{gnnstore.__version__}-py3-none-any.whl")
+    (sdist,) = dist.glob(f"gnnstore-{gnnstore.__version__}.tar.gz")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in ("gnnstore/proto/graph.proto", "gnnstore/proto/graph_pb2.py", "gnnstore/proto/graph_pb2.pyi",
+                   "gnnstore/proto/graph_pb2_grpc.py", "gnnstore/client/connect.py", "gnnstore/cli.py"):
+        assert needed in names, needed
+    with tarfile.open(sdist) as archive:
+        carried = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert {"docker/Dockerfile", "pyproject.toml", "proto/graph.proto", "mkdocs.yml", "CHANGELOG.md"} <= carried
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+                                "--no-index", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    where = subprocess.run([str(python), "-c", "import gnnstore; print(gnnstore.__file__, gnnstore.__version__)"],
+                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert where.returncode == 0, where.stderr[-3000:]
+    assert where.stdout.split() == [str(Path(site) / "gnnstore" / "__init__.py"), gnnstore.__version__]
+
+    demo = subprocess.run([str(venv / "bin" / "gnnstore"), "demo", "--nodes", "2000", "--epochs", "1"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    assert "epoch 1" in demo.stdout and "server stopped (exit code 0)" in demo.stdout
+    assert (tmp_path / "gnnstore-demo-report.json").exists()
