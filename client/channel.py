@@ -135,6 +135,7 @@ class Connection:
         self._segments: ReplySegmentPool | None = None
         self.use_data_port = bool(use_data_port)
         self._data_port: DataPortClient | None = None
+        self._told_data_port_full = False
         self.snapshot_id: str | None = None
         """The topology snapshot the server served at this connection's first call (``None``
         before it); inherited by loader workers."""
@@ -305,6 +306,13 @@ class Connection:
         except ServerUnavailableError as exc:
             logger.info("%s; asking again through gRPC", exc)
         return None
+
+    def note_data_port_full(self) -> None:
+        """A reply came through gRPC because the server's data port was full: say so once."""
+        if not self._told_data_port_full:
+            self._told_data_port_full = True
+            logger.warning("the server's data port is full (every connection it allows is taken); sampling replies "
+                           "come through gRPC until this process holds a connection to it (slower)")
 
     def close(self) -> None:
         """Close this process's channel, idle segments and data-port connections; the next call

@@ -281,6 +281,8 @@ class RemoteNeighborSampler(BaseSampler):
                 segments.discard(segment)
             raise
         reply = received.message
+        if reply.data_port_full:
+            self.connection.note_data_port_full()
         shared = None if segment is None else segments.lend(segment, reply)
         if shared is None and reply.HasField("data_port_ticket"):  # the payload waits on the data port
             shared = self.connection.fetch_payload(reply.data_port_ticket, self.timeout)

@@ -267,7 +267,7 @@ class DataPortTicket(_message.Message):
     def __init__(self, ticket: _Optional[bytes] = ..., port: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
 
 class SampleResponse(_message.Message):
-    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment", "payload", "data_port_ticket", "graph_version")
+    __slots__ = ("hetero", "node", "edges", "batch", "num_sampled_nodes", "num_sampled_edges", "metadata", "features", "reply_segment", "payload", "data_port_ticket", "graph_version", "data_port_full")
     HETERO_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
@@ -280,6 +280,7 @@ class SampleResponse(_message.Message):
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     DATA_PORT_TICKET_FIELD_NUMBER: _ClassVar[int]
     GRAPH_VERSION_FIELD_NUMBER: _ClassVar[int]
+    DATA_PORT_FULL_FIELD_NUMBER: _ClassVar[int]
     hetero: bool
     node: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeIds]
     edges: _containers.RepeatedCompositeFieldContainer[SampledEdges]
@@ -292,7 +293,8 @@ class SampleResponse(_message.Message):
     payload: bytes
     data_port_ticket: DataPortTicket
     graph_version: int
-    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ..., payload: _Optional[bytes] = ..., data_port_ticket: _Optional[_Union[DataPortTicket, _Mapping]] = ..., graph_version: _Optional[int] = ...) -> None: ...
+    data_port_full: bool
+    def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ..., payload: _Optional[bytes] = ..., data_port_ticket: _Optional[_Union[DataPortTicket, _Mapping]] = ..., graph_version: _Optional[int] = ..., data_port_full: _Optional[bool] = ...) -> None: ...
 
 class NodeKeys(_message.Message):
     __slots__ = ("node_type", "keys")

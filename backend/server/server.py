@@ -93,7 +93,8 @@ class GnnStoreServer:
         credentials = _server_credentials(config)
         if config.serve_data_port:
             self.data_port_server = DataPort(
-                config.host, config.data_port, tls=_data_port_tls(config), public_port=config.data_public_port
+                config.host, config.data_port, tls=_data_port_tls(config), public_port=config.data_public_port,
+                tokens=self.tokens,
             )
         if self.data is None:
             self.data = open_served_data(config)

@@ -13,8 +13,11 @@ checks learns it, it is good for one read within ``TICKET_TTL_S``, and the port 
 nothing else. With TLS on the gRPC port, the data port speaks TLS with the same certificate,
 and under mutual TLS asks for a certificate from the same client CA. Held payloads are bounded
 in bytes (``max_held_bytes``, a quarter of it per client; past it replies travel through gRPC
-as before) and in time; connections are bounded in number, in idle time and in how long a
-client may take to read.
+as before) and in time. Connections are bounded in number, in all and from one host, and each
+frame has a deadline for the whole of it, however slowly its bytes come: a new connection's TLS
+handshake and first ticket, each later ticket, each payload's send. When the port is full, a
+client that holds no connection to it gets its payload in the gRPC reply, which says why
+(``data_port_full``), so no sample is drawn twice.
 """
 from __future__ import annotations
 
@@ -25,9 +28,10 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gnnstore.backend.service.auth import TokenTable
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.data_port_wire import FOUND, HEADER, TICKET_BYTES, UNKNOWN
 from gnnstore.proto.reply_payload import PayloadWriter
@@ -49,11 +53,18 @@ OWNER_SHARE = 0.25
 MAX_CONNECTIONS = 256
 """Open data-port connections at once; more are closed as they arrive."""
 
+HOST_SHARE = 0.25
+"""The share of those connections one host (address) may hold, so one host cannot fill the port."""
+
 IDLE_S = 60.0
-"""How long a connection may wait between tickets (or take to send one) before it is closed."""
+"""How long a connection may take from one payload to the end of its next ticket."""
 
 IO_TIMEOUT_S = 30.0
-"""How long one send to a client that does not read may block (a TLS handshake too)."""
+"""How long a new connection may take for its TLS handshake and first ticket, and a payload's
+send to a client that reads slowly."""
+
+REAP_EVERY_S = 0.5
+"""How often connections past their frame's deadline are cut."""
 
 
 @dataclass
@@ -61,6 +72,7 @@ class _Held:
     payload: PayloadWriter
     owner: str
     expires: float
+    allowed: Callable[[], bool] | None  # asked at the read: is the caller's token still valid?
 
 
 class PayloadTickets:
@@ -91,28 +103,35 @@ class PayloadTickets:
         with self._lock:
             return len(self._held)
 
-    def issue(self, payload: PayloadWriter, owner: str = "") -> bytes | None:
+    def issue(
+        self, payload: PayloadWriter, owner: str = "", allowed: Callable[[], bool] | None = None
+    ) -> bytes | None:
         """Hold ``payload`` for ``owner`` (a client) and return its ticket; ``None`` when it would
-        exceed the bytes held in all or by that client."""
+        exceed the bytes held in all or by that client. ``allowed`` is asked when the ticket is
+        presented: a payload whose caller lost its right since (a revoked token) is not given."""
         with self._lock:
             self._expire()
             owned = self._by_owner.get(owner, 0)
             if self.held_bytes + payload.size > self.max_held_bytes or owned + payload.size > self.max_owner_bytes:
                 return None
             ticket = secrets.token_bytes(TICKET_BYTES)
-            self._held[ticket] = _Held(payload, owner, self._clock() + self._ttl_s)
+            self._held[ticket] = _Held(payload, owner, self._clock() + self._ttl_s, allowed)
             self._count(owner, payload.size)
             return ticket
 
-    def take(self, ticket: bytes) -> PayloadWriter | None:
-        """The payload held under ``ticket``, which is then forgotten; ``None`` if there is none."""
+    def take(self, ticket: bytes) -> tuple[str, PayloadWriter] | None:
+        """The owner and payload held under ``ticket``, which is then forgotten; ``None`` if there
+        is none."""
         with self._lock:
             self._expire()
             held = self._held.pop(ticket, None)
             if held is None:
                 return None
             self._count(held.owner, -held.payload.size)
-            return held.payload
+        if held.allowed is not None and not held.allowed():
+            logger.info("a ticket was presented after its caller's token was revoked; refused")
+            return None
+        return held.owner, held.payload
 
     def _count(self, owner: str, size: int) -> None:
         """Add ``size`` bytes to those held, in all and by ``owner`` (call under the lock)."""
@@ -135,6 +154,13 @@ class PayloadTickets:
             logger.info("a %d-byte payload was not read within %.0f s; dropped", held.payload.size, self._ttl_s)
 
 
+@dataclass
+class _Connection:
+    host: str  # the peer's address
+    deadline: float  # the current frame must be done by then (time.monotonic), else it is cut
+    owner: str = ""  # the client whose tickets it presented ("": none yet)
+
+
 class DataPort:
     """The data port's listener and its connections; ``hold`` is what the sampling servicer calls.
 
@@ -144,21 +170,30 @@ class DataPort:
         tls: the server side of TLS (``None``: plaintext, as the gRPC port).
         public_port: the port clients reach (behind a port mapping); default the bound one.
         max_held_bytes: payload bytes held for clients at once.
+        tokens: the server's tokens (``None``: none): a ticket is read only while the token of
+            the call that got it is still one of them.
+        max_connections: connections open at once.
+        max_host_connections: connections from one host (address) at once; default
+            ``HOST_SHARE`` of ``max_connections``.
+        idle_s, io_timeout_s: frame deadlines (``IDLE_S``, ``IO_TIMEOUT_S``).
     """
 
     def __init__(
         self, host: str, port: int = 0, *, tls: ssl.SSLContext | None = None, public_port: int | None = None,
-        max_held_bytes: int = DEFAULT_HELD_BYTES, max_connections: int = MAX_CONNECTIONS,
-        idle_s: float = IDLE_S, io_timeout_s: float = IO_TIMEOUT_S,
+        max_held_bytes: int = DEFAULT_HELD_BYTES, tokens: TokenTable | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        max_host_connections: int | None = None, idle_s: float = IDLE_S, io_timeout_s: float = IO_TIMEOUT_S,
     ) -> None:
         self.tickets = PayloadTickets(max_held_bytes)
+        self._tokens = tokens
         self._host, self._requested_port, self._public_port = host, port, public_port
         self._tls = tls
         self._max_connections, self._idle_s, self._io_timeout_s = max_connections, idle_s, io_timeout_s
+        self._max_host_connections = max_host_connections or max(1, int(max_connections * HOST_SHARE))
         self._listener: socket.socket | None = None
         self._closed = threading.Event()
         self._lock = threading.Lock()
-        self._open: set[socket.socket] = set()
+        self._open: dict[socket.socket, _Connection] = {}
         self.port: int | None = None
         """The bound port (``None`` before ``start``)."""
 
@@ -175,14 +210,26 @@ class DataPort:
         listener.settimeout(0.5)  # the accept loop notices close() within this
         self._listener, self.port = listener, listener.getsockname()[1]
         threading.Thread(target=self._accept_loop, name="gnnstore-data-accept", daemon=True).start()
+        threading.Thread(target=self._reap_loop, name="gnnstore-data-reaper", daemon=True).start()
         return self.port
 
-    def hold(self, payload: PayloadWriter, owner: str = "") -> graph_pb2.DataPortTicket | None:
-        """The ticket the reply to ``owner`` (a client) carries instead of ``payload``; ``None``:
-        send it through gRPC (too small to be worth it, or too many bytes held already)."""
-        if payload.size < MIN_DATA_PORT_BYTES or self.port is None:
+    def full_for(self, owner: str) -> bool:
+        """Whether ``owner`` (a client) could not read a payload now: it holds no connection and
+        the port takes no more."""
+        with self._lock:
+            return len(self._open) >= self._max_connections and all(c.owner != owner for c in self._open.values())
+
+    def hold(
+        self, payload: PayloadWriter, owner: str = "", metadata: Sequence[tuple[str, str]] = ()
+    ) -> graph_pb2.DataPortTicket | None:
+        """The ticket the reply to ``owner`` (a client; ``metadata``: its call's) carries instead
+        of ``payload``; ``None``: send it through gRPC (too small to be worth it, too many bytes
+        held already, or a full port ``owner`` holds no connection to: see ``full_for``)."""
+        if payload.size < MIN_DATA_PORT_BYTES or self.port is None or self.full_for(owner):
             return None
-        ticket = self.tickets.issue(payload, owner)
+        tokens = self._tokens
+        allowed = None if tokens is None else lambda: tokens.authenticate(metadata) is not None
+        ticket = self.tickets.issue(payload, owner, allowed)
         if ticket is None:
             return None
         return graph_pb2.DataPortTicket(ticket=ticket, port=self._public_port or self.port, size=payload.size)
@@ -205,47 +252,78 @@ class DataPort:
     def _accept_loop(self) -> None:
         while not self._closed.is_set():
             try:
-                conn, _ = self._listener.accept()
+                conn, address = self._listener.accept()
             except TimeoutError:
                 continue
             except OSError:
                 if not self._closed.is_set():
                     logger.exception("the data port stopped accepting")
                 return
+            host = address[0]
             with self._lock:
-                admitted = len(self._open) < self._max_connections and not self._closed.is_set()
-                if admitted:
-                    self._open.add(conn)
-            if not admitted:
-                logger.warning("data port: %d connections open, refusing one more", self._max_connections)
+                from_host = sum(c.host == host for c in self._open.values())
+                refused = ("closed" if self._closed.is_set() else
+                           f"{self._max_connections} connections open" if len(self._open) >= self._max_connections else
+                           f"{from_host} connections from that host" if from_host >= self._max_host_connections else
+                           None)
+                if refused is None:
+                    self._open[conn] = _Connection(host, time.monotonic() + self._io_timeout_s)
+            if refused is not None:
+                logger.warning("data port: %s, refusing one more", refused)
                 conn.close()
                 continue
             threading.Thread(target=self._serve, args=(conn,), name="gnnstore-data", daemon=True).start()
 
+    def _reap_loop(self) -> None:
+        """Cut every connection whose current frame is past its deadline (its thread then ends)."""
+        while not self._closed.wait(REAP_EVERY_S):
+            now = time.monotonic()
+            with self._lock:
+                late = [conn for conn, state in self._open.items() if state.deadline < now]
+            for conn in late:
+                logger.info("data port: a connection missed its frame's deadline; cut")
+                _shut(conn)
+
+    def _frame(self, conn: socket.socket, seconds: float, owner: str | None = None) -> None:
+        """Start a frame on ``conn`` that must be done within ``seconds``; note its owner."""
+        with self._lock:
+            state = self._open.get(conn)
+            if state is not None:
+                state.deadline = time.monotonic() + seconds
+                if owner is not None:
+                    state.owner = owner
+
     def _serve(self, conn: socket.socket) -> None:
-        """Answer tickets on one connection until the client leaves, idles, errs or the port closes."""
+        """Answer tickets on one connection until the client leaves, idles, errs or the port closes.
+
+        The accept gave the connection ``io_timeout_s`` for its TLS handshake and first ticket;
+        each later ticket must arrive whole within ``idle_s`` of the last payload, and each
+        payload be taken within ``io_timeout_s``. The socket timeouts only wake a thread whose
+        connection the reaper cut.
+        """
         raw = conn
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.settimeout(max(self._idle_s, self._io_timeout_s))
             if self._tls is not None:
-                conn.settimeout(self._io_timeout_s)
                 conn = self._tls.wrap_socket(conn, server_side=True)
             while True:
-                conn.settimeout(self._idle_s)
                 ticket = _recv_exact(conn, TICKET_BYTES)
                 if ticket is None:
                     return
-                conn.settimeout(self._io_timeout_s)
-                payload = self.tickets.take(ticket)
-                if payload is None:
+                taken = self.tickets.take(ticket)
+                if taken is None:
                     conn.sendall(HEADER.pack(UNKNOWN, 0))
                     return
+                owner, payload = taken
+                self._frame(raw, self._io_timeout_s, owner)
                 _send_payload(conn, payload)
+                self._frame(raw, self._idle_s)
         except (OSError, ssl.SSLError) as exc:  # the client left, stalled or spoke no TLS: its loss alone
             logger.info("data port connection closed: %s", exc)
         finally:
             with self._lock:
-                self._open.discard(raw)
+                self._open.pop(raw, None)
             conn.close()
 
 

@@ -147,14 +147,14 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_nodes, with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromNodes"):
-            return self._sample(request, context.peer())
+            return self._sample(request, context)
 
     def SampleFromEdges(
         self, request: graph_pb2.SampleFromEdgesRequest, context: grpc.ServicerContext
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """PyG's sample_from_edges (negatives included), with the sampled nodes' rows when asked."""
         with translate_errors(context, "GraphService.SampleFromEdges"):
-            return self._sample(request, context.peer())
+            return self._sample(request, context)
 
     def HotNodes(
         self, request: graph_pb2.HotNodesRequest, context: grpc.ServicerContext
@@ -181,18 +181,22 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                 )
             return self._writer.write(request)
 
-    def _sample(self, request: SampleRequest, peer: str) -> graph_pb2.SampleResponse | ReplyWithPayload:
+    def _sample(
+        self, request: SampleRequest, context: grpc.ServicerContext
+    ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """Decode and check (a refused request never waits for a thread), then sample, gather
         rows and reply on the sampling threads of the job's size, clients in turn."""
+        peer, metadata = context.peer(), tuple(context.invocation_metadata() or ())
         job = decode_sample_job(request, peer, self._runner.sampled_version, self._segments)
         pool = self._sampling.for_work(self._runner.check(job))
-        return pool.run(peer, lambda: self._reply(job, self._runner.sample(job)))
+        return pool.run(peer, lambda: self._reply(job, self._runner.sample(job), metadata))
 
     def _reply(
-        self, job: SampleJob, out: SamplerOutput | HeteroSamplerOutput
+        self, job: SampleJob, out: SamplerOutput | HeteroSamplerOutput, metadata: tuple[tuple[str, str], ...]
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """The sample's reply to the job's client, its arrays in the job's reply segment when
-        there is one, else in a payload after it or, for a large one, on the data port."""
+        there is one, else in a payload after it or, for a large one, on the data port (read
+        only while the call's token, in ``metadata``, stays valid)."""
         segment = job.writer
         reply = output_to_proto(out, segment)
         reply.graph_version = job.graph.graph_version
@@ -208,7 +212,10 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             reply.reply_segment.refused = job.refused
         if not isinstance(segment, PayloadWriter):
             return reply
-        ticket = self._data_port.hold(segment, job.peer) if job.accept_data_port and self._data_port is not None else None
+        ticket = None
+        if job.accept_data_port and self._data_port is not None:
+            ticket = self._data_port.hold(segment, job.peer, metadata)
+            reply.data_port_full = ticket is None and self._data_port.full_for(job.peer)
         if ticket is None:
             return ReplyWithPayload(reply, segment)
         reply.data_port_ticket.CopyFrom(ticket)

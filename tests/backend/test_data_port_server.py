@@ -41,10 +41,17 @@ def big_payload(seed: int = 0) -> tuple[PayloadWriter, bytes]:
 
 @pytest.fixture
 def plane() -> DataPort:
-    plane = DataPort("127.0.0.1", idle_s=5.0, io_timeout_s=5.0, max_connections=4)
+    plane = DataPort("127.0.0.1", idle_s=5.0, io_timeout_s=5.0, max_connections=4, max_host_connections=4)
     plane.start()
     yield plane
     plane.close()
+
+
+def _wait_for(condition, seconds: float = 10.0) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
 
 
 def test_a_ticket_reads_its_payload_exactly_once(plane: DataPort) -> None:
@@ -77,14 +84,14 @@ def test_held_bytes_are_bounded_and_expire() -> None:
     first, second = tickets.issue(writers[0]), tickets.issue(writers[1])
     assert first and second
     assert tickets.issue(writers[2]) is None, "past the bound the reply goes through gRPC"
-    assert tickets.take(first) is writers[0]
+    assert tickets.take(first) == ("", writers[0])
     now[0] = 5.0
     third = tickets.issue(writers[2])
     assert third is not None
     now[0] = 10.5  # `second` is past its time, `third` is not
     assert tickets.take(second) is None
     assert tickets.held_bytes == writers[2].size
-    assert tickets.take(third) is writers[2]
+    assert tickets.take(third) == ("", writers[2])
     assert tickets.held_bytes == 0
 
 
@@ -94,7 +101,7 @@ def test_one_client_cannot_take_every_held_byte() -> None:
     hoarder = [tickets.issue(w, "ipv4:10.0.0.1:1000") for w in writers[:3]]
     assert hoarder[0] and hoarder[1] and hoarder[2] is None, "half the bytes, then no more for it"
     assert tickets.issue(writers[2], "ipv4:10.0.0.2:2000") is not None, "another client still has room"
-    assert tickets.take(hoarder[0]) is writers[0]
+    assert tickets.take(hoarder[0]) == ("ipv4:10.0.0.1:1000", writers[0])
     assert tickets.issue(writers[3], "ipv4:10.0.0.1:1000") is not None, "a read frees the client's share"
 
 
@@ -252,3 +259,73 @@ def test_random_bytes_from_many_strangers_never_read_a_payload_nor_stop_the_port
     while plane.connections() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert plane.connections() == 0, "every stranger's connection is gone"
+
+
+def test_a_ticket_sent_a_byte_at_a_time_is_cut_at_its_frames_deadline() -> None:
+    """The idle cut used to restart at every byte: one byte every 25 s held a connection forever."""
+    plane = DataPort("127.0.0.1", idle_s=2.0, io_timeout_s=2.0)
+    plane.start()
+    try:
+        with socket.create_connection(("127.0.0.1", plane.port), timeout=10) as drip:
+            began = time.monotonic()
+            cut = None
+            for _ in range(TICKET_BYTES - 1):  # never a whole ticket: each byte well inside any per-read timeout
+                try:
+                    drip.sendall(b"x")
+                    drip.settimeout(0.5)
+                    if drip.recv(1) == b"":
+                        cut = time.monotonic() - began
+                        break
+                except TimeoutError:
+                    continue
+                except OSError:
+                    cut = time.monotonic() - began
+                    break
+            assert cut is not None and cut < 2.0 + 1.5, "a dripped ticket outlived its frame's deadline"
+        # A client that reads and then idles is cut idle_s after its last payload, not before.
+        client = DataPortClient("127.0.0.1", None)
+        writer, expected = big_payload()
+        assert bytes(client.fetch(plane.hold(writer, "trainer"), timeout=5)) == expected
+        assert plane.connections() == 1
+        assert _wait_for(lambda: plane.connections() == 0, 5.0)
+        client.close()
+    finally:
+        plane.close()
+
+
+def test_one_host_cannot_fill_the_port() -> None:
+    plane = DataPort("127.0.0.1", max_connections=4, max_host_connections=2)
+    plane.start()
+    try:
+        mine = [socket.create_connection(("127.0.0.1", plane.port), timeout=5) for _ in range(2)]
+        assert _wait_for(lambda: plane.connections() == 2)
+        with socket.create_connection(("127.0.0.1", plane.port), timeout=5) as third:
+            assert third.recv(1) == b"", "a third connection from the same host is closed at once"
+        other = socket.create_connection(("127.0.0.1", plane.port), timeout=5, source_address=("127.0.0.2", 0))
+        assert _wait_for(lambda: plane.connections() == 3), "another host still gets in"
+        for conn in [*mine, other]:
+            conn.close()
+    finally:
+        plane.close()
+
+
+def test_a_full_port_leaves_the_payload_in_the_reply_for_clients_without_a_connection() -> None:
+    """A full port used to hand out tickets nobody could read: the client then sampled again."""
+    plane = DataPort("127.0.0.1", max_connections=2, max_host_connections=2)
+    plane.start()
+    try:
+        reader = DataPortClient("127.0.0.1", None)
+        writer, expected = big_payload(1)
+        assert bytes(reader.fetch(plane.hold(writer, "reader"), timeout=5)) == expected  # keeps its connection
+        stranger = socket.create_connection(("127.0.0.1", plane.port), timeout=5)
+        assert _wait_for(lambda: plane.connections() == 2)
+        assert plane.full_for("newcomer") and not plane.full_for("reader")
+        assert plane.hold(big_payload(2)[0], "newcomer") is None, "no ticket it could not read"
+        writer, expected = big_payload(3)
+        assert bytes(reader.fetch(plane.hold(writer, "reader"), timeout=5)) == expected
+        stranger.close()
+        assert _wait_for(lambda: not plane.full_for("newcomer"))
+        assert plane.hold(big_payload(4)[0], "newcomer") is not None
+        reader.close()
+    finally:
+        plane.close()

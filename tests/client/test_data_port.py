@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import signal
 import socket
 import time
 import urllib.request
@@ -260,3 +261,70 @@ def test_a_refused_segment_sends_the_large_reply_through_the_data_port(server: S
     assert pool.refused is not None and "nonce" in pool.refused
     assert fs.connection.data_port().fetched == 4, "the refused call's reply as well"
     assert_same(batches, epoch(server.address, use_data_port=False)[0], graph)
+
+
+def test_a_full_data_port_leaves_each_batch_in_one_grpc_reply_and_says_so(
+    graph: Data, server: ServerProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Strangers' idle connections used to fill the port: a trainer holding none then had every
+    batch sampled twice (a ticket it could not read, then the same request through gRPC)."""
+    data_port, metrics_port = free_port(), free_port()
+    full = serve_graph(graph, tmp_path, "--read-only", "--data-port", str(data_port),
+                       "--metrics-port", str(metrics_port))
+    strangers = []
+    try:
+        for host in ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"):  # 64 each: a quarter is one host's share
+            strangers += [socket.create_connection(("127.0.0.1", data_port), timeout=5, source_address=(host, 0))
+                          for _ in range(64)]
+        text = ""
+        deadline = time.monotonic() + 10
+        while "gnnstore_data_port_connections 256.0" not in text and time.monotonic() < deadline:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        assert "gnnstore_data_port_connections 256.0" in text, "the strangers did not fill the port"
+        with caplog.at_level(logging.WARNING, logger="gnnstore.client.channel"):
+            batches, connection = epoch(full.address)
+        assert server_stats(full.address)[SAMPLE].requests == 4, "each batch sampled once"
+        assert connection.data_port().fetched == 0
+        warned = [r.getMessage() for r in caplog.records if "data port is full" in r.getMessage()]
+        assert len(warned) == 1, "said once"
+        assert_same(batches, epoch(server.address, use_data_port=False)[0], graph)
+    finally:
+        for conn in strangers:
+            conn.close()
+        full.stop()
+
+
+def test_a_ticket_is_not_read_once_its_token_is_revoked(graph: Data, tmp_path: Path) -> None:
+    """A ticket used to stay readable for its 30 s after the token that got it was revoked."""
+    kept, revoked = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{kept} reader kept\n{revoked} reader revoked\n")
+    tokens.chmod(0o600)
+    secure = start_server(ingest(graph, tmp_path / "data"), "--read-only", "--auth-file", str(tokens), name="auth")
+    try:
+        tickets = {}
+        for token in (kept, revoked):
+            connection = Connection(secure.address, timeout=30, token=token, shared_memory=False)
+            for seed in (1, 2):
+                request = node_input_to_proto(NodeSamplerInput(input_id=None, node=torch.arange(300)))
+                request.options.CopyFrom(options_to_proto([10, 5], replace=False, disjoint=False, seed=seed))
+                request.features.CopyFrom(RemoteFeatureStore(connection).exchange.request([(None, "x")], 0))
+                request.accept_payload = request.accept_data_port = True
+                ticket = connection.call("GraphService", "SampleFromNodes", request).message.data_port_ticket
+                assert ticket.size > 0
+                tickets[token, seed] = ticket
+            connection.close()
+        reader = DataPortClient("127.0.0.1", None)
+        assert len(reader.fetch(tickets[revoked, 1], timeout=10)) == tickets[revoked, 1].size  # before revoking
+        tokens.write_text(f"{kept} reader kept\n")
+        secure.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while "reloaded 1 token(s)" not in secure.log.read_text():
+            assert time.monotonic() < deadline, "SIGHUP did not reload the tokens"
+            time.sleep(0.05)
+        with pytest.raises(ServerUnavailableError, match="holds no payload"):
+            reader.fetch(tickets[revoked, 2], timeout=10)
+        assert len(reader.fetch(tickets[kept, 2], timeout=10)) == tickets[kept, 2].size, "other tokens' tickets stand"
+        reader.close()
+    finally:
+        secure.stop()
