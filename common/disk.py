@@ -49,8 +49,10 @@ ALMOST_FULL_BYTES = 1 << 20
 
 
 @contextmanager
-def full_disk_as_error(folder: str | os.PathLike, what: str) -> Iterator[None]:
+def full_disk_as_error(folder: str | os.PathLike, what: str, *, say_where: bool = True) -> Iterator[None]:
     """Raise an ``OSError`` of a full filesystem in the block as ``ResourceExhaustedError``.
+
+    ``say_where=False`` leaves the folder out of the message (one a client reads).
 
     Raises:
         ResourceExhaustedError: the write failed and ``folder``'s filesystem is (nearly) full.
@@ -61,4 +63,20 @@ def full_disk_as_error(folder: str | os.PathLike, what: str) -> Iterator[None]:
         free = shutil.disk_usage(folder).free
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT) and free >= ALMOST_FULL_BYTES:
             raise
-        raise ResourceExhaustedError(f"no space left on {folder} for the {what}: {free:,} bytes free") from None
+        where = f"on {folder} " if say_where else "on the disk "
+        raise ResourceExhaustedError(f"no space left {where}for the {what}: {free:,} bytes free") from None
+
+
+def ensure_free(folder: str | os.PathLike, needed: int, what: str) -> None:
+    """Refuse work that will write about ``needed`` bytes under ``folder`` before any is written.
+
+    Raises:
+        ResourceExhaustedError: fewer bytes are free there (the message gives both sizes, not
+            the folder: a client may read it).
+    """
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise ResourceExhaustedError(
+            f"no space left on the disk for {what}: it needs about {needed:,} bytes and {free:,} are free; "
+            "nothing was written"
+        )

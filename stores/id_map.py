@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
@@ -25,11 +26,15 @@ from rocksdict import WriteBatch
 from torch import Tensor
 from torch_geometric.typing import NodeType
 
-from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError, ResourceExhaustedError
 from gnnstore.common.graph_types import checked_node_type
-from gnnstore.stores.rocks_db import RocksDBHandle, open_rdict, scan_prefix
+from gnnstore.stores.rocks_db import RocksDBHandle, disk_full_as_error, open_rdict, scan_prefix
 
 logger = logging.getLogger(__name__)
+
+_REOPEN_FREE_BYTES = 1 << 20
+"""Free bytes needed to reopen the map after a write found the disk full (RocksDB writes a
+manifest, options and log files as it opens)."""
 
 NodeKey = int | str
 
@@ -74,6 +79,7 @@ class IdMap(RocksDBHandle):
         self.path = Path(path)
         self.read_only = read_only
         self._db = open_rdict(self.path, read_only=read_only, what="id map")
+        self._failed_write = False  # RocksDB refuses every write after one failed, until reopened
         types = {
             json.loads(key[len(_TYPE):]): _TypeInfo.from_json(value)
             for key, value in scan_prefix(self._db, _TYPE)
@@ -189,7 +195,12 @@ class IdMap(RocksDBHandle):
                 wb.put(r, e)
             new_info.n += int(new_ids.size)
         wb.put(_type_key(node_type), new_info.to_json())
-        self._db.write(wb)
+        try:
+            with disk_full_as_error("id map's new keys"):
+                self._db.write(wb)
+        except ResourceExhaustedError:
+            self._failed_write = True
+            raise
         self._types[node_type] = new_info
         logger.info("id map %r: %d new ids (now %d)", node_type, new_info.n - info.n, new_info.n)
         return torch.from_numpy(ids)
@@ -219,7 +230,12 @@ class IdMap(RocksDBHandle):
             )
         new_info = _TypeInfo(info.slot, max(info.n, int(n)), max(info.identity, int(n)))
         wb.put(_type_key(node_type), new_info.to_json())
-        self._db.write(wb)
+        try:
+            with disk_full_as_error("id map's new keys"):
+                self._db.write(wb)
+        except ResourceExhaustedError:
+            self._failed_write = True
+            raise
         self._types[node_type] = new_info
 
     # ---- internals -------------------------------------------------------------------------
@@ -233,8 +249,24 @@ class IdMap(RocksDBHandle):
         return info
 
     def _check_writable(self) -> None:
+        """Refuse writes to a read-only map; reopen one whose last write failed for want of space.
+
+        Raises:
+            PreconditionError: the map is read-only.
+            ResourceExhaustedError: it cannot be reopened yet (the disk is still full).
+        """
         if self.read_only:
             raise PreconditionError(f"id map {self.path} is open read-only")
+        if self._failed_write:
+            if shutil.disk_usage(self.path).free < _REOPEN_FREE_BYTES:  # the open itself writes files
+                raise ResourceExhaustedError("no space left on the disk for the id map's new keys; nothing was written")
+            try:
+                self._db.close()
+            except Exception as exc:  # noqa: BLE001 - its flush repeats the failed write's error; the WAL holds the rest
+                logger.info("closing the id map after its failed write: %s", exc)
+            self._db = open_rdict(self.path, read_only=False, what="id map")
+            self._failed_write = False
+            logger.info("id map reopened after a write that found the disk full")
 
     def _next_slot(self, wb: WriteBatch) -> int:
         raw = self._db.get(_NEXT_SLOT)

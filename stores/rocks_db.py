@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import atexit
 import errno
+import logging
 import os
 import shutil
 import tempfile
@@ -14,6 +15,8 @@ from typing import Self
 from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict
 
 from gnnstore.common.errors import PreconditionError, ResourceExhaustedError
+
+logger = logging.getLogger(__name__)
 
 
 def rocksdb_options() -> Options:
@@ -101,10 +104,18 @@ class RocksDBHandle:
     read_only: bool
 
     def close(self) -> None:
-        """Flush and close the database; the store is unusable afterwards."""
+        """Flush and close the database; the store is unusable afterwards.
+
+        A flush RocksDB refuses (a full disk, or the error a failed write left) is logged, not
+        raised: every acknowledged write is in the write-ahead log, which the next open replays.
+        """
         if getattr(self, "_db", None) is not None:
             if not self.read_only:
-                self._db.flush()
+                try:
+                    self._db.flush()
+                except Exception as exc:  # rocksdict raises a bare Exception carrying RocksDB's status
+                    logger.warning("could not flush %s (%s); its write-ahead log keeps every acknowledged write",
+                                   type(self).__name__, exc)
             self._db.close()
             self._db = None
 

@@ -14,6 +14,8 @@ from torch import Tensor
 from torch_geometric.typing import NodeType
 
 from gnnstore.backend.versions.graph_versions import MAX_WRITE_EDGES, EdgeWrite, GraphVersions, edges_of
+from gnnstore.backend.versions.write_log import WriteRecord
+from gnnstore.common.disk import ensure_free, full_disk_as_error
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.graph_types import describe
 from gnnstore.proto import graph_pb2
@@ -27,6 +29,9 @@ from gnnstore.proto.codec import (
 )
 from gnnstore.proto.key_codec import keys_from_proto
 from gnnstore.stores.id_map import IdMap, NodeKey
+
+_WRITE_MARGIN_BYTES = 1 << 20
+"""Free space a graph write needs beyond its own bytes (RocksDB's log rolls, the record's header)."""
 
 
 class WriteApplier:
@@ -49,6 +54,7 @@ class WriteApplier:
             InvalidRequestError: a malformed or invalid change (nothing is stored).
             NotFoundError: an unknown node type.
             PreconditionError: the server is read-only.
+            ResourceExhaustedError: the disk has too little space (nothing is stored).
         """
         if not request.nodes and not request.edges and not request.remove_nodes:
             raise InvalidRequestError("the write names no nodes and no edges: nothing to write")
@@ -74,8 +80,10 @@ class WriteApplier:
         with versions.write_lock:
             counts = {node_type: self._count_after(node_type, keys) for node_type, keys in nodes.items()}
             record = versions.prepare(counts, edges, removed_nodes)
+            self._check_space(nodes, record)
             node_ids = {node_type: self._id_map.map_keys(node_type, keys) for node_type, keys in nodes.items()}
-            view = versions.commit(record)
+            with full_disk_as_error(self._id_map.path, "graph write", say_where=False):
+                view = versions.commit(record)
         reply = graph_pb2.WriteGraphResponse(graph_version=view.graph_version)
         for node_type, ids in node_ids.items():
             reply.node_ids.add(node_type=node_type_to_proto(node_type), ids=ids_to_proto(ids))
@@ -86,6 +94,23 @@ class WriteApplier:
                 removed=ids_to_proto(torch.from_numpy(changes.remove)),
             )
         return reply
+
+    def _check_space(self, nodes: dict[NodeType | None, list[NodeKey] | Tensor], record: WriteRecord) -> None:
+        """Refuse a write the disk cannot take before any of it is written (a failed RocksDB write
+        would leave the id map refusing writes until reopened).
+
+        Raises:
+            ResourceExhaustedError: too little free space for the id map's keys or the log's record.
+        """
+        key_bytes = sum(keys.numel() * 8 if isinstance(keys, Tensor) else sum(len(str(k)) for k in keys)
+                        for keys in nodes.values())
+        keys = sum(len(k) for k in nodes.values())
+        # each new key twice (both directions) with RocksDB's per-entry overhead, in the WAL and
+        # again when flushed; the record's int64 arrays; and room for RocksDB's own files
+        needed = 4 * (key_bytes + 32 * keys) + 8 * sum(
+            c.add_src.size + c.add_dst.size + c.add_e_id.size + c.remove.size for c in record.edges.values()
+        ) + _WRITE_MARGIN_BYTES
+        ensure_free(self._id_map.path, needed, "this graph write")
 
     def _node_keys(self, request: graph_pb2.WriteGraphRequest) -> dict[NodeType | None, list[NodeKey] | Tensor]:
         """The request's new node keys per node type (each type once, at most ``MAX_WRITE_EDGES`` keys)."""

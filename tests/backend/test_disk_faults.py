@@ -14,11 +14,13 @@ import pytest
 import torch
 from served import ServerProcess, ingest
 
-from gnnstore.client import connect
+from gnnstore.client import GraphWriter, connect
 from gnnstore.common.disk import preallocated_npy
 from gnnstore.common.errors import ResourceExhaustedError
 from gnnstore.ingest.generator import generate_graph
+from gnnstore.proto import admin_pb2
 from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
+from gnnstore.stores.id_map import IdMap
 
 
 @pytest.fixture
@@ -114,3 +116,53 @@ def test_edge_files_that_do_not_fit_are_an_error_and_keep_the_old_edges(small_di
         row, col = store.get_edge_index(None, "coo")
         assert torch.equal(col, torch.arange(1000)) and not row.any()
         assert len(list((disk / "graph.edges").glob("e*.npy"))) == 2  # the part written is gone
+
+
+def test_a_graph_write_on_a_full_disk_is_refused_the_server_recovers_and_stops_cleanly(
+    small_disk: Callable[[int], Path]
+) -> None:
+    """It answered INTERNAL, node writes kept failing after space was freed (the id map's RocksDB
+    kept its background error), and SIGTERM then died in the id map's flush."""
+    disk = small_disk(96 << 20)
+    graph = generate_graph(2000, 6.0, 8, 3, seed=4)
+    data_dir = ingest(graph, disk / "data")
+    server = ServerProcess(data_dir, log=disk.parent / "serve.log")
+    try:
+        fs, _ = connect(server.address, shared_memory=False)
+        writer = GraphWriter(fs)
+        _fill(disk, leave=64 << 10)
+        keys = torch.arange(10_000_000, 10_200_000)
+        edges = (torch.randint(2000, (300_000,)), torch.randint(2000, (300_000,)))
+        with pytest.raises(ResourceExhaustedError, match="no space left") as refused:
+            writer.write(nodes={None: keys}, add_edges={None: edges})
+        assert "/" not in str(refused.value)  # no server path in a client's error
+        assert fs.connection.call("AdminService", "Info", admin_pb2.InfoRequest()).graph_version == 0
+        (disk / "filler").unlink()
+        done = writer.write(nodes={None: keys[:10]}, add_edges={None: (torch.tensor([0]), torch.tensor([1]))})
+        assert done.version == 1 and done.node_ids[None].tolist() == list(range(2000, 2010))
+        fs.connection.close()
+    finally:
+        code = server.stop()
+    log = (disk.parent / "serve.log").read_text()
+    assert code == 0 and "Traceback" not in log, log[-3000:]
+
+
+def test_the_id_map_takes_writes_again_once_space_is_freed_and_closes_cleanly(
+    small_disk: Callable[[int], Path]
+) -> None:
+    """RocksDB keeps a failed write's error: every later write failed until the map was reopened."""
+    disk = small_disk(32 << 20)
+    id_map = IdMap(disk / "idmap")
+    assert id_map.map_keys("user", [f"u{i}" for i in range(100)]).tolist() == list(range(100))
+    _fill(disk, leave=16 << 10)
+    with pytest.raises(ResourceExhaustedError, match="no space left"):
+        for start in range(100, 2_000_100, 200_000):  # until the WAL no longer fits
+            id_map.map_keys("user", [f"u{i}-{'x' * 64}" for i in range(start, start + 200_000)])
+    known = id_map.num_nodes("user")
+    (disk / "filler").unlink()
+    assert id_map.map_keys("user", ["new"]).tolist() == [known]
+    assert id_map.to_keys("user", [0, known]) == ["u0", "new"]
+    id_map.close()  # no flush error left to raise
+    reopened = IdMap(disk / "idmap")
+    assert reopened.to_ids("user", ["u0", "new"]).tolist() == [0, known]
+    reopened.close()
