@@ -1,7 +1,8 @@
 """Graph writes from a client: add nodes by key, add and remove edges, one new graph version per call.
 
     writer = GraphWriter(fs)                        # a writer-role token when the server has tokens
-    done = writer.write(nodes={"paper": ["p-new"]})
+    done = writer.write(nodes={"paper": ["p-new"]},  # with a row of each of the type's attributes
+                        rows={"paper": {"x": torch.zeros(1, 128), "y": torch.tensor([3])}})
     paper = done.node_ids["paper"]                  # the new node's global id
     done = writer.write(add_edges={("paper", "cites", "paper"): (paper, torch.tensor([0]))},
                         remove_edges={("paper", "cites", "paper"): torch.tensor([17])})
@@ -25,12 +26,14 @@ from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import (
+    attr_name_to_wire,
     edge_type_from_proto,
     edge_type_to_proto,
     ids_from_proto,
     ids_to_proto,
     node_type_from_proto,
     node_type_to_proto,
+    tensor_to_proto,
 )
 from gnnstore.proto.key_codec import keys_to_proto
 
@@ -69,6 +72,7 @@ class GraphWriter:
         self,
         *,
         nodes: Mapping[NodeType | None, NodeKeys] | None = None,
+        rows: Mapping[NodeType | None, Mapping[str | None, Tensor]] | None = None,
         add_edges: Mapping[EdgeType | None, tuple[Tensor, Tensor]] | None = None,
         remove_edges: Mapping[EdgeType | None, Tensor] | None = None,
         remove_nodes: Mapping[NodeType | None, Tensor] | None = None,
@@ -77,6 +81,10 @@ class GraphWriter:
 
         Args:
             nodes: node type → keys; unknown keys become new nodes, known ones keep their ids.
+            rows: node type → attribute name → rows, one per key of ``nodes`` in key order, for
+                every node attribute the type has (``fs.schema()``): a node is never in a graph
+                version without its rows. They are stored for the keys whose nodes have none
+                yet; a node that has rows keeps them (change them with a Put).
             add_edges: edge type → ``(src, dst)`` global ids (of nodes in the version this write
                 makes: new nodes of an earlier write, or of ``nodes`` here once their ids are known).
             remove_edges: edge type → edge ids (``batch.e_id``) of edges in the newest version.
@@ -84,13 +92,19 @@ class GraphWriter:
                 version) are removed; the nodes keep their ids and keys, without edges.
 
         Raises:
-            InvalidRequestError: a change the server refused (nothing was written).
+            InvalidRequestError: a change the server refused (nothing was written), e.g. new
+                nodes without a row of each of their type's attributes.
             PermissionDeniedError: the token is not a writer's.
             PreconditionError: the server is read-only or samples live from Neo4j.
         """
         request = graph_pb2.WriteGraphRequest()
         for node_type, keys in (nodes or {}).items():
-            request.nodes.add(node_type=node_type_to_proto(node_type), keys=keys_to_proto(keys))
+            entry = request.nodes.add(node_type=node_type_to_proto(node_type), keys=keys_to_proto(keys))
+            for attr_name, value in (rows or {}).get(node_type, {}).items():
+                entry.rows.add(attr_name=attr_name_to_wire(attr_name), value=tensor_to_proto(torch.as_tensor(value)))
+        unknown = set(rows or {}) - set(nodes or {})
+        if unknown:
+            raise InvalidRequestError(f"rows are given for node types {sorted(map(str, unknown))} without their keys")
         edge_types = list(dict.fromkeys([*(add_edges or {}), *(remove_edges or {})]))
         for edge_type in edge_types:
             change = request.edges.add(edge_type=edge_type_to_proto(edge_type))

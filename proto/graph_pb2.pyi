@@ -297,12 +297,22 @@ class SampleResponse(_message.Message):
     def __init__(self, hetero: _Optional[bool] = ..., node: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[SampledEdges, _Mapping]]] = ..., batch: _Optional[_Iterable[_Union[_common_pb2.NodeIds, _Mapping]]] = ..., num_sampled_nodes: _Optional[_Iterable[_Union[_common_pb2.NodeCounts, _Mapping]]] = ..., num_sampled_edges: _Optional[_Iterable[_Union[_common_pb2.EdgeCounts, _Mapping]]] = ..., metadata: _Optional[_Iterable[_Union[_common_pb2.OptionalTensor, _Mapping]]] = ..., features: _Optional[_Iterable[_Union[NodeRows, _Mapping]]] = ..., reply_segment: _Optional[_Union[ReplySegmentUse, _Mapping]] = ..., payload: _Optional[bytes] = ..., data_port_ticket: _Optional[_Union[DataPortTicket, _Mapping]] = ..., graph_version: _Optional[int] = ..., data_port_full: _Optional[bool] = ...) -> None: ...
 
 class NodeKeys(_message.Message):
-    __slots__ = ("node_type", "keys")
+    __slots__ = ("node_type", "keys", "rows")
     NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
     node_type: _common_pb2.NodeType
     keys: _idmap_pb2.Keys
-    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., keys: _Optional[_Union[_idmap_pb2.Keys, _Mapping]] = ...) -> None: ...
+    rows: _containers.RepeatedCompositeFieldContainer[KeyRows]
+    def __init__(self, node_type: _Optional[_Union[_common_pb2.NodeType, _Mapping]] = ..., keys: _Optional[_Union[_idmap_pb2.Keys, _Mapping]] = ..., rows: _Optional[_Iterable[_Union[KeyRows, _Mapping]]] = ...) -> None: ...
+
+class KeyRows(_message.Message):
+    __slots__ = ("attr_name", "value")
+    ATTR_NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    attr_name: str
+    value: _common_pb2.Tensor
+    def __init__(self, attr_name: _Optional[str] = ..., value: _Optional[_Union[_common_pb2.Tensor, _Mapping]] = ...) -> None: ...
 
 class EdgeChanges(_message.Message):
     __slots__ = ("edge_type", "add_src", "add_dst", "remove")

@@ -271,7 +271,8 @@ class GnnStoreServer:
         graph_pb2_grpc.add_GraphServiceServicer_to_server(
             GraphServicer(
                 data.graph_store, runner, rows, self._sampling, data.summary, self.metrics, segments, self.data_port_server,
-                WriteApplier(data.versions, data.id_map) if data.versions is not None else None, data.versions,
+                None if data.versions is None else WriteApplier(data.versions, data.id_map, data.feature_reader),
+                data.versions,
             ),
             server,
         )

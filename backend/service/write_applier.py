@@ -1,8 +1,10 @@
 """Graph writes through the service: new nodes by key, edges added and removed, one version each.
 
 A write is one ``WriteGraph`` call. Every change is checked before anything is stored; then
-new keys get ids in the id map, the write goes to the durable log as the next graph version,
-and that version is built, so the call returns once the write is durable and sampled from.
+new keys get ids in the id map, their nodes' rows go to the feature store (a node type with
+attributes takes no node without a row of each, so no version has a node without rows), the
+write goes to the durable log as the next graph version, and that version is built, so the
+call returns once the write is durable and sampled from.
 Writes run one at a time (the id map's next ids and the versions advance together). A process
 killed after the id map step keeps those keys' ids for the next write that names them.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch import Tensor
+from torch_geometric.data import FeatureStore
 from torch_geometric.typing import NodeType
 
 from gnnstore.backend.versions.graph_versions import MAX_WRITE_EDGES, EdgeWrite, GraphVersions, edges_of
@@ -20,12 +23,14 @@ from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.graph_types import describe
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import (
+    attr_name_from_wire,
     edge_type_from_proto,
     edge_type_to_proto,
     ids_from_proto,
     ids_to_proto,
     node_type_from_proto,
     node_type_to_proto,
+    tensor_from_proto,
 )
 from gnnstore.proto.key_codec import keys_from_proto
 from gnnstore.stores.id_map import IdMap, NodeKey
@@ -40,11 +45,13 @@ class WriteApplier:
     Args:
         versions: the served graph versions (and their write log).
         id_map: the persistent key <-> id map new nodes join.
+        features: the served feature store, where new nodes' rows go.
     """
 
-    def __init__(self, versions: GraphVersions, id_map: IdMap) -> None:
+    def __init__(self, versions: GraphVersions, id_map: IdMap, features: FeatureStore) -> None:
         self._versions = versions
         self._id_map = id_map
+        self._features = features
 
     def write(self, request: graph_pb2.WriteGraphRequest) -> graph_pb2.WriteGraphResponse:
         """Apply one write; the reply names the version it made, the new nodes' ids and the
@@ -59,6 +66,8 @@ class WriteApplier:
         if not request.nodes and not request.edges and not request.remove_nodes:
             raise InvalidRequestError("the write names no nodes and no edges: nothing to write")
         nodes = self._node_keys(request)
+        rows = {node_type: self._rows(node_type, entry, len(nodes[node_type]))
+                for node_type, entry in zip(nodes, request.nodes, strict=True)}
         edges = {}
         for change in request.edges:
             edge_type = edge_type_from_proto(change.edge_type)
@@ -80,8 +89,12 @@ class WriteApplier:
         with versions.write_lock:
             counts = {node_type: self._count_after(node_type, keys) for node_type, keys in nodes.items()}
             record = versions.prepare(counts, edges, removed_nodes)
-            self._check_space(nodes, record)
+            for node_type, keys in nodes.items():
+                self._require_rows(node_type, keys, rows[node_type])
+            self._check_space(nodes, rows, record)
             node_ids = {node_type: self._id_map.map_keys(node_type, keys) for node_type, keys in nodes.items()}
+            for node_type, ids in node_ids.items():
+                self._store_rows(node_type, ids, rows[node_type])
             with full_disk_as_error(self._id_map.path, "graph write", say_where=False):
                 view = versions.commit(record)
         reply = graph_pb2.WriteGraphResponse(graph_version=view.graph_version)
@@ -95,19 +108,81 @@ class WriteApplier:
             )
         return reply
 
-    def _check_space(self, nodes: dict[NodeType | None, list[NodeKey] | Tensor], record: WriteRecord) -> None:
+    def _rows(self, node_type: NodeType | None, entry: graph_pb2.NodeKeys, count: int) -> dict[str | None, Tensor]:
+        """The entry's rows by attribute, one per key (``_require_rows`` checks none is missing).
+
+        Raises:
+            InvalidRequestError: an unknown attribute or one given twice, or rows of another
+                count, dtype or row shape than the stored attribute's.
+        """
+        schema = {s.attr_name: s for s in self._features.tensor_schema() if s.group_name == node_type}
+        given: dict[str | None, Tensor] = {}
+        for entry_rows in entry.rows:
+            name = attr_name_from_wire(entry_rows.attr_name)
+            where = f"rows of {describe(node_type)}.{name}"
+            if name in given:
+                raise InvalidRequestError(f"{where} are given twice")
+            if name not in schema:
+                raise InvalidRequestError(f"{where}: node type {describe(node_type)} has no attribute {name!r} "
+                                          f"(it has {sorted(map(str, schema))}); Put a new attribute instead")
+            value = tensor_from_proto(entry_rows.value, where)
+            want = schema[name]
+            if value.dtype != want.dtype or tuple(value.shape) != (count, *want.shape[1:]):
+                raise InvalidRequestError(
+                    f"{where}: {tuple(value.shape)} {value.dtype} given; {count} key(s) need "
+                    f"{(count, *want.shape[1:])} {want.dtype}"
+                )
+            given[name] = value
+        return given
+
+    def _require_rows(
+        self, node_type: NodeType | None, keys: list[NodeKey] | Tensor, rows: dict[str | None, Tensor]
+    ) -> None:
+        """Refuse a write that would leave a node without a row of one of its type's attributes.
+
+        Raises:
+            InvalidRequestError: a key is new (or its node has no rows yet) and an attribute's
+                rows are not given; the message names the attributes.
+        """
+        names = [s.attr_name for s in self._features.tensor_schema() if s.group_name == node_type]
+        missing = [name for name in names if name not in rows]
+        if not missing:
+            return
+        have = min(self._features.get_tensor_size(group_name=node_type, attr_name=name)[0] for name in names)
+        ids = self._id_map.lookup(node_type, keys)
+        if bool(((ids < 0) | (ids >= have)).any()):
+            raise InvalidRequestError(
+                f"a write that adds nodes of {describe(node_type)} carries a row of each of its attributes, one "
+                f"per key; missing: {', '.join(map(str, missing))} (GraphWriter.write(nodes=..., rows=...))"
+            )
+
+    def _store_rows(self, node_type: NodeType | None, ids: Tensor, rows: dict[str | None, Tensor]) -> None:
+        """Write the rows of the nodes in ``ids`` that have none yet (new ids, or ids an
+        interrupted write gave); a node that has rows keeps them."""
+        for name, value in rows.items():
+            have = self._features.get_tensor_size(group_name=node_type, attr_name=name)[0]
+            missing = ids >= have
+            if bool(missing.any()):
+                new_ids, first = _first_positions(ids[missing])
+                self._features.put_tensor(value[missing][first], group_name=node_type, attr_name=name, index=new_ids)
+
+    def _check_space(
+        self, nodes: dict[NodeType | None, list[NodeKey] | Tensor],
+        rows: dict[NodeType | None, dict[str | None, Tensor]], record: WriteRecord,
+    ) -> None:
         """Refuse a write the disk cannot take before any of it is written (a failed RocksDB write
         would leave the id map refusing writes until reopened).
 
         Raises:
-            ResourceExhaustedError: too little free space for the id map's keys or the log's record.
+            ResourceExhaustedError: too little free space for the keys, the rows or the log's record.
         """
+        row_bytes = sum(v.numel() * v.element_size() for by_attr in rows.values() for v in by_attr.values())
         key_bytes = sum(keys.numel() * 8 if isinstance(keys, Tensor) else sum(len(str(k)) for k in keys)
                         for keys in nodes.values())
         keys = sum(len(k) for k in nodes.values())
-        # each new key twice (both directions) with RocksDB's per-entry overhead, in the WAL and
-        # again when flushed; the record's int64 arrays; and room for RocksDB's own files
-        needed = 4 * (key_bytes + 32 * keys) + 8 * sum(
+        # each new key twice (both directions) with RocksDB's per-entry overhead, and the rows, in
+        # the WAL and again when flushed; the record's int64 arrays; room for RocksDB's own files
+        needed = 4 * (key_bytes + 32 * keys) + 2 * row_bytes + 8 * sum(
             c.add_src.size + c.add_dst.size + c.add_e_id.size + c.remove.size for c in record.edges.values()
         ) + _WRITE_MARGIN_BYTES
         ensure_free(self._id_map.path, needed, "this graph write")
@@ -151,3 +226,11 @@ class WriteApplier:
                 "nodes, so a new key would take an existing node's id; ingest the graph with its keys to add nodes"
             )
         return int(max(nodes, mapped + new, ids.max(initial=-1) + 1))
+
+
+def _first_positions(ids: Tensor) -> tuple[Tensor, Tensor]:
+    """The distinct ids, ascending, and the position of each one's first occurrence."""
+    distinct, inverse = torch.unique(ids, return_inverse=True)
+    first = torch.full((distinct.numel(),), ids.numel(), dtype=torch.int64)
+    first.scatter_reduce_(0, inverse, torch.arange(ids.numel()), reduce="amin")
+    return distinct, first

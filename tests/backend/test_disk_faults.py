@@ -133,12 +133,17 @@ def test_a_graph_write_on_a_full_disk_is_refused_the_server_recovers_and_stops_c
         _fill(disk, leave=64 << 10)
         keys = torch.arange(10_000_000, 10_200_000)
         edges = (torch.randint(2000, (300_000,)), torch.randint(2000, (300_000,)))
+        def rows(count: int) -> dict:  # a row of every attribute per new node
+            return {None: {s.attr_name: torch.zeros((count, *s.shape[1:]), dtype=s.dtype) for s in fs.schema()
+                           if s.group_name is None}}
+
         with pytest.raises(ResourceExhaustedError, match="no space left") as refused:
-            writer.write(nodes={None: keys}, add_edges={None: edges})
+            writer.write(nodes={None: keys}, rows=rows(len(keys)), add_edges={None: edges})
         assert "/" not in str(refused.value)  # no server path in a client's error
         assert fs.connection.call("AdminService", "Info", admin_pb2.InfoRequest()).graph_version == 0
         (disk / "filler").unlink()
-        done = writer.write(nodes={None: keys[:10]}, add_edges={None: (torch.tensor([0]), torch.tensor([1]))})
+        done = writer.write(nodes={None: keys[:10]}, rows=rows(10),
+                            add_edges={None: (torch.tensor([0]), torch.tensor([1]))})
         assert done.version == 1 and done.node_ids[None].tolist() == list(range(2000, 2010))
         fs.connection.close()
     finally:

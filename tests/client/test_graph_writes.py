@@ -120,11 +120,20 @@ def test_new_nodes_keep_their_ids_rows_and_edges_across_a_kill(graph: Data, data
     with start_server(data_dir) as server:
         fs, _ = connect(server.address)
         writer = GraphWriter(fs)
-        done = writer.write(nodes={None: [N + 7, "paper-a", N + 7]})
+        keys = [N + 7, "paper-a", N + 7]
+        given = torch.tensor([[1.0] * 4, [2.0] * 4, [3.0] * 4])  # a row per key: the first of N + 7's is kept
+        for rows, problem in [(None, "carries a row of each of its attributes, one per key; missing: x"),
+                              ({"x": given[:2]}, r"\(2, 4\) torch.float32 given; 3 key\(s\) need \(3, 4\)"),
+                              ({"x": given.double()}, "torch.float64 given"),
+                              ({"x": given, "nope": given}, "has no attribute 'nope'")]:
+            with pytest.raises(InvalidRequestError, match=problem):
+                writer.write(nodes={None: keys}, rows=None if rows is None else {None: rows})
+        assert server_info(fs.connection).graph_version == 0  # refused writes stored nothing
+        done = writer.write(nodes={None: keys}, rows={None: {"x": given}})
         new = done.node_ids[None]
         assert new.tolist() == [N, N + 1, N] and done.version == 1
-        rows = torch.full((2, 4), 9.0)
-        fs[None, "x", torch.tensor([N, N + 1])] = rows  # rows of new nodes append to the attribute
+        rows = given[:2]
+        assert torch.equal(fs[None, "x", torch.tensor([N, N + 1])], rows)  # same write: never a node without rows
         done = writer.write(add_edges={None: (torch.tensor([N, 0]), torch.tensor([N + 1, N]))})
         assert done.edge_ids[None].tolist() == [E, E + 1] and done.version == 2
         sampler = RemoteNeighborSampler(fs, [-1, -1], feature_store=fs)
@@ -164,6 +173,10 @@ def test_new_nodes_keep_their_ids_rows_and_edges_across_a_kill(graph: Data, data
         kept = sorted(set(range(E)) - touching)
         assert torch.equal(torch.stack([row, col]), graph.edge_index[:, kept])
         assert RemoteIdMap(fs.connection).to_ids(None, [N + 7]).tolist() == [N]  # the node keeps its key
+        again = GraphWriter(fs).write(nodes={None: ["paper-a"]}, rows={None: {"x": torch.zeros(1, 4)}})
+        assert again.node_ids[None].tolist() == [N + 1]
+        assert torch.equal(fs[None, "x", torch.tensor([N + 1])], rows[1:]), "a node that has rows keeps them"
+        assert GraphWriter(fs).write(nodes={None: [N + 7]}).node_ids[None].tolist() == [N], "known keys need no rows"
 
 
 def test_strangers_get_clear_errors_and_change_nothing(data_dir: Path) -> None:
@@ -223,11 +236,11 @@ def test_weighted_and_temporal_sampling_read_a_written_version_once_its_rows_are
         assert weighted.sample_nodes(seeds, seed=1).edge.numel() == 0
 
         fs[None, "t", None] = torch.zeros(N, dtype=torch.long)
-        new = writer.write(nodes={None: ["late"]}).node_ids[None]
+        with pytest.raises(InvalidRequestError, match="missing: t"):  # the node's time comes with it
+            writer.write(nodes={None: ["late"]}, rows={None: {"x": torch.zeros(1, 4)}})
+        late = {"x": torch.zeros(1, 4), "t": torch.tensor([5])}  # later than node 9 (time 0): never its neighbour
+        new = writer.write(nodes={None: ["late"]}, rows={None: late}).node_ids[None]
         writer.write(add_edges={None: (new, torch.tensor([9]))})
         timed = RemoteNeighborSampler(fs, [-1], time_attr="t")
-        with pytest.raises(InvalidRequestError, match=f"has {N + 1} nodes but {N} times"):
-            timed.sample_nodes(seeds, seed=1)
-        fs[None, "t", new] = torch.tensor([5])  # later than node 9 (time 0): never its neighbour
         out = timed.sample_nodes(seeds, seed=1)
         assert int(new) not in out.node.tolist() and 0 in out.node.tolist()
