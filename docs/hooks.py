@@ -6,20 +6,22 @@ machine); they appear as ``benchmarks/<name>`` in the site, never copied by hand
 
 pyproject.toml assembles ``gnnstore`` from several top-level folders (``core/`` is
 ``gnnstore``, ``client/`` is ``gnnstore.client``, ...). Griffe reads packages from folders, so
-before the build this mirrors that mapping with symbolic links under ``build/docs-package``
-(the path mkdocs.yml gives mkdocstrings). Nothing is imported.
+each build mirrors that mapping with symbolic links in a temporary folder of its own and gives
+it to mkdocstrings as its only search path. Nothing is imported.
 """
 from __future__ import annotations
 
+import atexit
 import shutil
+import tempfile
 import tomllib
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "build" / "docs-package"
 RESULTS = ROOT / "benchmarks" / "results"
 
 
@@ -31,11 +33,19 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     return files
 
 
-def on_pre_build(config: MkDocsConfig) -> None:
-    """Rebuild the linked package tree from pyproject.toml's ``package-dir``."""
+@event_priority(100)  # before mkdocstrings reads its handlers' settings
+def on_config(config: MkDocsConfig) -> MkDocsConfig:
+    """Lay the package out in a fresh folder and point mkdocstrings' Python handler at it."""
+    folder = Path(tempfile.mkdtemp(prefix="gnnstore-docs-package-"))
+    atexit.register(shutil.rmtree, folder, True)
+    _link_package(folder / "gnnstore")
+    config.plugins["mkdocstrings"].config.handlers.setdefault("python", {})["paths"] = [str(folder)]
+    return config
+
+
+def _link_package(top: Path) -> None:
+    """The ``gnnstore`` package at ``top``, as links to the folders pyproject.toml's ``package-dir`` names."""
     package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    shutil.rmtree(PACKAGE, ignore_errors=True)
-    top = PACKAGE / "gnnstore"
     top.mkdir(parents=True)
     for name, folder in package_dir.items():
         if name == "gnnstore":

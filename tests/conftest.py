@@ -17,8 +17,13 @@ def cora_raw() -> Path:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run every test that uses the session's Neo4j on one pytest-xdist worker (``--dist
-    loadgroup``, as ``scripts/test.sh`` runs the suite), so that one Neo4j starts, not one a worker."""
+    """Groups for pytest-xdist (``--dist loadgroup``, as ``scripts/test.sh`` runs the suite): each
+    file's tests run on one worker in their order (module fixtures and counters stay as a file
+    expects them), and every file with a test of the session's Neo4j on one worker, so one Neo4j
+    starts. The compose test goes first: it mostly waits (for the Docker engine, the image build),
+    which the other workers fill."""
+    neo4j_files = {item.path for item in items if "neo4j_server" in getattr(item, "fixturenames", ())}
     for item in items:
-        if "neo4j_server" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("neo4j"))
+        group = "neo4j" if item.path in neo4j_files else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.path.name != "test_compose.py")  # stable: the rest keep their order
