@@ -15,7 +15,10 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+from served import ingest
+
 import gnnstore
+from gnnstore.ingest.generator import generate_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,3 +60,19 @@ def test_the_wheel_installed_alone_runs_the_demo(tmp_path: Path) -> None:
     assert demo.returncode == 0, demo.stderr[-3000:]
     assert "epoch 1" in demo.stdout and "server stopped (exit code 0)" in demo.stdout
     assert (tmp_path / "gnnstore-demo-report.json").exists()
+
+
+def test_serving_needs_no_neo4j_driver(tmp_path: Path) -> None:
+    """The driver is the neo4j extra's: a server of an embedded graph started without it (a base
+    install) used to fail importing it."""
+    data_dir = ingest(generate_graph(300, 4.0, 8, 3, seed=1), tmp_path / "data")
+    blocked = ("import sys; sys.modules['neo4j'] = None; from gnnstore.cli import main; "
+               f"sys.argv = ['gnnstore', 'serve', '--data-dir', {str(data_dir)!r}, '--port', '0']; main()")
+    proc = subprocess.Popen([sys.executable, "-c", blocked], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        why = proc.stderr.read() if proc.poll() is not None else line
+        assert line.startswith("gnnstore serving on 127.0.0.1:"), why
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

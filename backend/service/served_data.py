@@ -14,13 +14,12 @@ import logging
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch_geometric.sampler import BaseSampler
 from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine.degree_ranking import DegreeRanking
-from gnnstore.backend.engine.neo4j_live_sampling import Neo4jLiveSampler
 from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
 from gnnstore.backend.engine.snapshot_builder import build_snapshot
 from gnnstore.backend.engine.temporal_index import TemporalIndexes
@@ -59,10 +58,13 @@ from gnnstore.stores.data_dir import (
 from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
 from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
 from gnnstore.stores.id_map import IdMap
-from gnnstore.stores.neo4j_attached import AttachedNeo4jGraph, AttachedSchema
-from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
+
+if TYPE_CHECKING:  # the neo4j extra's modules: imported where a Neo4j graph is opened
+    from gnnstore.stores.neo4j_attached import AttachedNeo4jGraph, AttachedSchema
+    from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass
 class ServedData:
@@ -172,6 +174,9 @@ def _open_stores(config: ServerConfig) -> Stores:
 def _open_neo4j_stores(config: ServerConfig) -> Stores:
     """RocksDB features and id map from ``data_dir``, the graph from Neo4j (checked to answer):
     gnnstore's own schema, or the user's as ``gnnstore attach neo4j`` read it (live only)."""
+    from gnnstore.stores.neo4j_attached import AttachedSchema  # the neo4j extra: only a Neo4j graph needs it
+    from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
+
     auth = None if config.neo4j_password is None else (config.neo4j_user, config.neo4j_password)
     attached = AttachedSchema.load(config.data_dir)
     if attached is not None:
@@ -193,6 +198,8 @@ def _open_attached(config: ServerConfig, auth: tuple[str, str] | None, schema: A
             f"data directory {config.data_dir} was attached to a Neo4j graph in its owner's schema: serve its "
             "snapshot with the default graph backend (embedded), or sample Neo4j live with --neo4j-sampling live"
         )
+    from gnnstore.stores.neo4j_attached import AttachedNeo4jGraph
+
     graph = AttachedNeo4jGraph(config.neo4j_uri, auth, schema)
     try:
         graph.verify()
@@ -285,6 +292,8 @@ def _live(
                 "live Neo4j sampling is uniform, without replacement, not disjoint and not temporal; "
                 "serve with neo4j_sampling = 'snapshot' for replace, disjoint, temporal or weighted sampling"
             )
+        from gnnstore.backend.engine.neo4j_live_sampling import Neo4jLiveSampler
+
         return Neo4jLiveSampler(graph_store, request.num_neighbors)
 
     summary = GraphSummary(
