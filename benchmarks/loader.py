@@ -142,6 +142,8 @@ class Result:
     stall_fraction: float
     trainer_cpu_ms: float
     server_cpu_ms: float | None
+    server_major_faults: float | None = None  # a batch
+    server_disk_mb: float | None = None  # storage bytes the server read, a batch
 
 
 def _graph_tensors(path: str) -> dict[str, Tensor]:
@@ -196,6 +198,12 @@ def cpu_seconds(process: psutil.Process, with_children: bool = False) -> float:
     return sum(t.user + t.system for t in (p.cpu_times() for p in processes))
 
 
+def disk_reads(process: psutil.Process) -> tuple[int, int]:
+    """(major page faults, bytes read from storage) of ``process`` so far."""
+    fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[9]), process.io_counters().read_bytes
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory (VmHWM; ``ru_maxrss`` would include the spawning parent's)."""
     status = Path("/proc/self/status").read_text()
@@ -236,6 +244,7 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
     trainer, server = psutil.Process(), psutil.Process(phase.server_pid) if phase.server_pid else None
     trainer_cpu = cpu_seconds(trainer, with_children=True)
     server_cpu = cpu_seconds(server) if server is not None else 0.0
+    server_reads = disk_reads(server) if server is not None else (0, 0)
     waits, feature_bytes = [], 0
     started = time.perf_counter()
     for _ in range(phase.batches):
@@ -256,6 +265,7 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
     seconds = time.perf_counter() - started
     trainer_cpu = cpu_seconds(trainer, with_children=True) - trainer_cpu
     server_cpu = cpu_seconds(server) - server_cpu if server is not None else None
+    server_reads = [now - then for now, then in zip(disk_reads(server), server_reads)] if server is not None else None
     wire = (_wire_bytes(phase) - wire) / phase.batches / 1e6 if phase.address else None
     close = getattr(loader, "close", None)
     if close is not None:
@@ -275,6 +285,8 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
         sum(waits) / seconds,
         trainer_cpu / phase.batches * 1e3,
         None if server_cpu is None else server_cpu / phase.batches * 1e3,
+        None if server_reads is None else server_reads[0] / phase.batches,
+        None if server_reads is None else server_reads[1] / phase.batches / 1e6,
     )
 
 

@@ -24,8 +24,10 @@ from gnnstore.proto.feature_request import HotPrefix
 
 logger = logging.getLogger(__name__)
 
-MESSAGE_SHARE = 2
-"""A warm-up MultiGet reply stays below 1/MESSAGE_SHARE of the message limit."""
+WARM_CHUNK_BYTES = 16 << 20
+"""Feature bytes a warm-up MultiGet asks for at most: the hot set streams in replies this small,
+so neither side holds more than a few of them at once however big the hot set is (a server
+under a tight memory limit builds each reply two or three times over)."""
 
 
 def warm_hot_set(fs: RemoteFeatureStore) -> dict[NodeType | None, HotPrefix]:
@@ -61,9 +63,11 @@ def warm_hot_set(fs: RemoteFeatureStore) -> dict[NodeType | None, HotPrefix]:
 
 
 def _rows(fs: RemoteFeatureStore, group: NodeType | None, names: list[str], ids: Tensor) -> list[Tensor]:
-    """Rows of ``names`` for ``ids``, in as few MultiGets as the message limit allows."""
+    """Rows of ``names`` for ``ids``, in MultiGets of at most ``WARM_CHUNK_BYTES`` (or half the
+    message limit, if lower)."""
     row_bytes = sum(s.row_bytes for s in fs.schema() if s.group_name == group and s.attr_name in names)
-    per_call = max(1, fs.connection.max_message_bytes // MESSAGE_SHARE // max(row_bytes, 1))
+    chunk = min(WARM_CHUNK_BYTES, fs.connection.max_message_bytes // 2)
+    per_call = max(1, chunk // max(row_bytes, 1))
     parts = [
         fs.fetch_rows([TensorAttr(group, name, chunk) for name in names])
         for chunk in ids.split(per_call)

@@ -20,28 +20,43 @@ import numpy as np
 
 from gnnstore.common.errors import ResourceExhaustedError
 
+PAGE_BYTES = 4096
+"""Where a preallocated array's data starts in its file: a row of a page's size (or a divisor
+of it) then lies in one page, one disk read when it is not cached (numpy's own header would
+start the data at byte 128 and put every 4 KiB row across two pages)."""
+
 
 def preallocated_npy(file: str | os.PathLike, dtype: np.dtype, shape: tuple[int, ...]) -> np.memmap:
-    """A writable ``.npy`` memory map of ``shape`` whose blocks the filesystem has reserved.
+    """A writable ``.npy`` memory map of ``shape`` whose blocks the filesystem has reserved,
+    its data starting at ``PAGE_BYTES`` (``np.load`` reads it as any ``.npy``).
 
     Raises:
         ResourceExhaustedError: the filesystem has too little space (the file is removed); the
             message names the folder and the bytes needed.
     """
-    out = np.lib.format.open_memmap(file, mode="w+", dtype=dtype, shape=shape)
+    dtype = np.dtype(dtype)
+    size = PAGE_BYTES + dtype.itemsize * int(np.prod(shape))
     try:
-        with open(file, "r+b") as handle:
-            size = os.fstat(handle.fileno()).st_size
+        with open(file, "wb") as handle:
+            handle.write(_page_header(dtype, shape))
             os.posix_fallocate(handle.fileno(), 0, size)
     except OSError as exc:
-        del out
         Path(file).unlink(missing_ok=True)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise ResourceExhaustedError(
                 f"no space left on {Path(file).parent}: need {size:,} bytes for one array"
             ) from None
         raise
-    return out
+    return np.memmap(file, dtype=dtype, mode="r+", offset=PAGE_BYTES, shape=shape)
+
+
+def _page_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """A version 1.0 ``.npy`` header padded with spaces to ``PAGE_BYTES`` (the format allows it)."""
+    fields = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+    text = repr(fields).encode("latin1")
+    prefix = np.lib.format.MAGIC_PREFIX + bytes([1, 0])
+    length = PAGE_BYTES - len(prefix) - 2
+    return prefix + length.to_bytes(2, "little") + text.ljust(length - 1) + b"\n"
 
 
 ALMOST_FULL_BYTES = 1 << 20

@@ -19,6 +19,7 @@ from gnnstore.common.errors import InvalidRequestError
 IN_DEGREE_EXPONENT = 2.5  # power-law exponent of in-degrees (citation graphs: ~2-3)
 OUT_DEGREE_EXPONENT = 3.0  # out-degrees are less skewed than in-degrees in most real graphs
 CENTROID_SCALE = 0.25  # per-feature class signal against unit noise
+FEATURE_CHUNK_BYTES = 64 << 20  # features are finished this many bytes at a time
 
 
 def generate_graph(
@@ -201,7 +202,10 @@ def _class_features(
     """Float32 features: the class centroid plus unit Gaussian noise."""
     centroids = rng.standard_normal((num_classes, num_features), dtype=np.float32)
     x = rng.standard_normal((len(y), num_features), dtype=np.float32)
-    x += CENTROID_SCALE * centroids[y]
+    # a chunk of rows at a time: ``centroids[y]`` whole would be a second copy of the features
+    step = max(1, FEATURE_CHUNK_BYTES // (4 * num_features))
+    for start in range(0, len(y), step):
+        x[start : start + step] += CENTROID_SCALE * centroids[y[start : start + step]]
     return x
 
 

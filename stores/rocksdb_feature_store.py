@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from rocksdict import SstFileWriter, WriteBatch
+from rocksdict import ReadOptions, SstFileWriter, WriteBatch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
@@ -61,6 +61,8 @@ _ROW = b"\x01"
 _KEY = np.dtype([("p", "u1"), ("slot", ">u4"), ("id", ">u8")])
 _SST_MIN_ROWS = 4096  # below this a whole put goes through one WriteBatch
 _SST_CHUNK_ROWS = 1 << 16  # rows held as Python bytes at once while an SST file is written
+_BULK_READ = ReadOptions()
+_BULK_READ.fill_cache(False)
 
 TensorInput = Tensor | np.ndarray | list
 """What a put takes as a tensor: PyG's ``FeatureTensorType`` or a (nested) list."""
@@ -276,7 +278,8 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
         if n == 0 or meta.row_bytes == 0:
             return torch.empty((n, *meta.shape[1:]), dtype=meta.dtype)
         if ids[-1] - ids[0] == n - 1 and np.all(np.diff(ids) == 1):  # a run: one range scan
-            values = islice(self._db.values(from_key=_row_keys(meta.slot, ids[:1])[0]), n)
+            # a bulk read (an export of the tier): its blocks would only evict the cached ones
+            values = islice(self._db.values(from_key=_row_keys(meta.slot, ids[:1])[0], read_opt=_BULK_READ), n)
         else:
             values = self._db[_row_keys(meta.slot, ids)]
         raw = np.frombuffer(b"".join(values), dtype=np.uint8)

@@ -38,6 +38,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gnnstore.backend.features.direct_reads import DirectRows
+from gnnstore.backend.features.mapped_reads import MappedRows, ReadPool, map_rows
 from gnnstore.backend.features.resident_arrays import file_identity, in_memory
 from gnnstore.common.allocate import Allocate
 from gnnstore.common.disk import full_disk_as_error, preallocated_npy
@@ -49,7 +51,9 @@ logger = logging.getLogger(__name__)
 
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
-EXPORT_CHUNK_ROWS = 1 << 16
+EXPORT_CHUNK_BYTES = 16 << 20
+"""Bytes of rows an export reads from the store at a time (a server under a memory limit
+exports its tier at start-up)."""
 _EXPORT_ATTEMPTS = 3
 
 
@@ -78,14 +82,16 @@ def _group_key(group: Any) -> Any:
 
 @dataclass(frozen=True)
 class TierArray:
-    """One exported (node type, attr): its rows, read-only, memory-mapped or held in memory
-    (``resident_from``: the (device, inode) of the file they were read from)."""
+    """One exported (node type, attr): its rows, read-only, held in memory (``resident_from``:
+    the (device, inode) of the file they were read from) or memory-mapped, read from the disk
+    by ``reads`` (``MappedRows`` through the page cache, or ``DirectRows`` around it)."""
 
     group_name: Any
     attr_name: str | None
     dtype: torch.dtype
     rows: np.ndarray
     resident_from: tuple[int, int] | None = None
+    reads: MappedRows | DirectRows | None = None
 
     def gather(
         self, ids: Any, empty: Allocate | None = None, placement: tuple[np.ndarray, int] | None = None
@@ -120,7 +126,10 @@ class TierArray:
         out = (empty or torch.empty)((length, *self.rows.shape[1:]), dtype=self.dtype)
         if out.numel():
             ids = ids.astype(np.int64, copy=False)
-            copy_rows(row_words(out), at, row_words(self.rows), ids)
+            if self.reads is None:
+                copy_rows(row_words(out), at, row_words(self.rows), ids)
+            else:
+                self.reads.copy(row_words(out), at, ids)
         return out
 
 
@@ -154,14 +163,33 @@ class TierSnapshot:
 
     @property
     def resident(self) -> bool:
-        """Whether the arrays are held in memory (else memory-mapped)."""
-        return any(a.resident_from is not None for a in self.arrays.values())
+        """Whether every array is held in memory."""
+        return all(a.resident_from is not None for a in self.arrays.values())
+
+    def describe(self) -> str:
+        """Where the rows are read from, e.g. ``4.59 GiB read straight from disk, 0.01 GiB in memory``."""
+        where = dict.fromkeys(("in memory", "read through the page cache", "read straight from disk"), 0)
+        for a in self.arrays.values():
+            how = "in memory" if a.reads is None else (
+                "read straight from disk" if isinstance(a.reads, DirectRows) else "read through the page cache"
+            )
+            where[how] = where.get(how, 0) + a.rows.nbytes
+        return ", ".join(f"{n / 2**30:.2f} GiB {how}" for how, n in where.items() if n) or "no rows"
 
     @classmethod
-    def open(cls, path: Path, resident_bytes: int = 0, previous: TierSnapshot | None = None) -> TierSnapshot:
-        """Memory-map a complete version folder; hold its arrays in memory instead when they
-        fit in ``resident_bytes`` together. An array whose file is the one ``previous`` read
-        (a hard link: unchanged by the write) keeps the copy ``previous`` holds.
+    def open(
+        cls, path: Path, resident_bytes: int = 0, previous: TierSnapshot | None = None,
+        pool: ReadPool | None = None, page_cache_bytes: int | None = None,
+    ) -> TierSnapshot:
+        """Open a complete version folder, holding in memory as many arrays as fit in
+        ``resident_bytes`` together, those of narrowest rows first (labels and masks before
+        features: a row read from disk costs the same whatever its width). The others are
+        memory-mapped and read by the threads of ``pool`` (default: a new one), through the page
+        cache while the tier's bytes fit in ``page_cache_bytes`` (``None``: always), else
+        straight from disk where the file allows (``direct_reads.py``), the rest of
+        ``resident_bytes`` caching the rows read again (``row_cache.py``). An array whose file
+        is the one ``previous`` read (a hard link: unchanged by the write) keeps the copy, or
+        the reader and its cache, ``previous`` holds.
 
         Raises:
             PreconditionError: a missing or unreadable manifest or array.
@@ -178,19 +206,48 @@ class TierSnapshot:
                 if rows.shape != shape:
                     raise ValueError(f"{file}: shape {rows.shape}, manifest says {shape}")
                 arrays[(group, attr)] = TierArray(group, attr, getattr(torch, entry["dtype"]), rows)
-            mapped = cls(manifest["version"], path, arrays)
-            if mapped.nbytes > resident_bytes:
-                return mapped
+            total = sum(a.rows.nbytes for a in arrays.values())
+            direct = page_cache_bytes is not None and total > page_cache_bytes
             held = {} if previous is None else {a.resident_from: a.rows for a in previous.arrays.values()}
-            for key, array in arrays.items():
-                source = file_identity(files[key])
-                rows = held[source] if source in held else in_memory(array.rows)
-                arrays[key] = replace(array, rows=rows, resident_from=source)
+            room, on_disk = resident_bytes, []
+            for key, array in sorted(arrays.items(), key=lambda item: item[1].rows[:1].nbytes):
+                if array.rows.nbytes <= room or not isinstance(array.rows, np.memmap):
+                    room -= array.rows.nbytes
+                    source = file_identity(files[key])
+                    rows = held[source] if source in held else in_memory(array.rows)
+                    arrays[key] = replace(array, rows=rows, resident_from=source)
+                else:
+                    on_disk.append(key)
+            disk_bytes = sum(arrays[key].rows.nbytes for key in on_disk)
+            reused = {} if previous is None else {
+                a.reads.source: a.reads for a in previous.arrays.values() if isinstance(a.reads, DirectRows)
+            }
+            for key in on_disk:  # the room left caches the rows read from disk, by their share of the bytes
+                pool = pool or ReadPool()
+                cache_bytes = room * arrays[key].rows.nbytes // disk_bytes
+                arrays[key] = _read_from_disk(arrays[key], files[key], pool, direct, cache_bytes, reused)
             return cls(manifest["version"], path, arrays)
         except (OSError, ValueError, KeyError) as exc:
             raise PreconditionError(
                 f"feature tier version {path} is unreadable ({exc}); delete it and refresh"
             ) from exc
+
+
+def _read_from_disk(
+    array: TierArray, file: Path, pool: ReadPool, direct: bool, cache_bytes: int,
+    reused: dict[tuple[int, int], DirectRows],
+) -> TierArray:
+    """``array`` memory-mapped, read straight from disk (``direct``, where the file allows; a
+    ``RowCache`` of ``cache_bytes``, or the one of ``reused`` of the same file) or through the
+    page cache."""
+    mapped = array.rows
+    rows = map_rows(file, mapped.dtype, mapped.shape, mapped.offset)
+    reads = None
+    if direct:
+        reads = reused.get(file_identity(file)) or DirectRows.open(
+            file, mapped.offset, mapped.shape, mapped[:1].nbytes, pool, cache_bytes
+        )
+    return replace(array, rows=rows, reads=reads or MappedRows(row_words(rows), pool))
 
 
 @dataclass(frozen=True)
@@ -280,7 +337,7 @@ def _patched(store: VersionedFeatureStore, old: Path, new: Path, schema: Any, id
 def export_snapshot(store: VersionedFeatureStore, directory: Path) -> Path:
     """Export every attr of ``store`` into a new complete version folder under ``directory``.
 
-    Rows are copied ``EXPORT_CHUNK_ROWS`` at a time, so memory stays flat however big the
+    Rows are copied ``EXPORT_CHUNK_BYTES`` at a time, so memory stays flat however big the
     features are. The store's version is read before and after; an export that overlapped a
     write is discarded and retried.
 
@@ -315,8 +372,9 @@ def _export_array(store: VersionedFeatureStore, schema: Any, build: Path, k: int
         np.save(file, np.empty(shape, dtype=storage))
     else:
         out = preallocated_npy(file, storage, shape)
-        for start in range(0, shape[0], EXPORT_CHUNK_ROWS):
-            index = torch.arange(start, min(start + EXPORT_CHUNK_ROWS, shape[0]))
+        step = max(1, EXPORT_CHUNK_BYTES // max(1, schema.row_bytes))
+        for start in range(0, shape[0], step):
+            index = torch.arange(start, min(start + step, shape[0]))
             rows = store.get_tensor(group_name=schema.group_name, attr_name=schema.attr_name, index=index)
             raw = rows.contiguous().view(torch.uint8).numpy()
             out[start : start + len(index)] = raw.view(storage).reshape(rows.shape)
@@ -327,19 +385,27 @@ def _export_array(store: VersionedFeatureStore, schema: Any, build: Path, k: int
 
 class FeatureTier:
     """Feature arrays in ``directory``, rebuilt from the store when it changes: held in memory
-    when they fit in ``resident_bytes`` together (``resident_arrays.py``), else memory-mapped.
+    within ``resident_bytes`` (``resident_arrays.py``), the others read from disk, through the
+    page cache while the tier fits in ``page_cache_bytes`` (``None``: always), else straight
+    from disk (``TierSnapshot.open``).
 
-    Opening maps the live version (cheap, and safe in many processes); ``refresh`` brings it
-    into memory, or first exports a new one. Only one process should ``refresh``.
+    Opening maps the live version (cheap, and safe in many processes); ``refresh`` opens it as
+    configured, or first exports a new one. Only one process should ``refresh``.
     """
 
-    def __init__(self, directory: str | os.PathLike, resident_bytes: int = 0) -> None:
+    def __init__(
+        self, directory: str | os.PathLike, resident_bytes: int = 0, page_cache_bytes: int | None = None
+    ) -> None:
         self.directory = Path(directory)
         self.resident_bytes = resident_bytes
+        self.page_cache_bytes = page_cache_bytes
+        self._pool = ReadPool()
         self._snapshot: TierSnapshot | None = None
+        self._provisional = False  # opened mapped, until a refresh finds it current
         pointer = self.directory / CURRENT
         if pointer.is_file():  # mapped: a stale version is not worth a copy in memory
-            self._snapshot = TierSnapshot.open(self.directory / pointer.read_text().strip())
+            self._snapshot = TierSnapshot.open(self.directory / pointer.read_text().strip(), pool=self._pool)
+            self._provisional = True
 
     @property
     def version(self) -> str | None:
@@ -381,9 +447,9 @@ class FeatureTier:
         version at that base, only what changed is written; otherwise every attr is exported.
         """
         if self.is_current(store):
-            live = self.snapshot()
-            if not live.resident and 0 < live.nbytes <= self.resident_bytes:
-                self._snapshot = TierSnapshot.open(live.path, self.resident_bytes)
+            if self._provisional:
+                self._snapshot = self._open(self.snapshot().path)
+                self._provisional = False
             self._log_live()
             return False
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -395,7 +461,8 @@ class FeatureTier:
                 folder = export_change(store, self.directory, base, change)
             if folder is None:
                 folder = export_snapshot(store, self.directory)
-        snap = TierSnapshot.open(folder, self.resident_bytes, previous=base)
+        snap = self._open(folder, previous=base)
+        self._provisional = False
         pointer = self.directory / f".{CURRENT}-{uuid.uuid4().hex}"
         pointer.write_text(folder.name)
         os.replace(pointer, self.directory / CURRENT)
@@ -404,12 +471,22 @@ class FeatureTier:
         self._log_live()
         return True
 
+    def _open(self, folder: Path, previous: TierSnapshot | None = None) -> TierSnapshot:
+        return TierSnapshot.open(folder, self.resident_bytes, previous, self._pool, self.page_cache_bytes)
+
+    def describe(self) -> str:
+        """Where the live arrays are read from, e.g. ``1.20 GiB in memory``."""
+        return self.snapshot().describe()
+
+    def stop_reads(self) -> None:
+        """Make gathers from disk give up (a stopping server): they raise ``ServerUnavailableError``."""
+        self._pool.stop()
+
     def _log_live(self) -> None:
         snap = self.snapshot()
         logger.info(
-            "feature tier %s: at store version %s (%d arrays, %d bytes, %s)",
-            self.directory, snap.version, len(snap.arrays), snap.nbytes,
-            "in memory" if snap.resident else f"memory-mapped, over the budget of {self.resident_bytes} in memory",
+            "feature tier %s: at store version %s, %d arrays, %s",
+            self.directory, snap.version, len(snap.arrays), self.describe(),
         )
 
     def _sweep(self, keep: Iterable[str]) -> None:

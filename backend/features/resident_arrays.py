@@ -16,48 +16,47 @@ from pathlib import Path
 
 import numpy as np
 
+from gnnstore.backend.features.memory_limit import MemoryLimit
+
 COPY_CHUNK_BYTES = 64 << 20
 """Bytes copied from a file's map at a time (the page cache may drop them once copied)."""
 
 AUTO_SHARE = 4
-"""With no budget given, the arrays may take 1/AUTO_SHARE of the memory this process may use."""
+"""With no budget given, the arrays may take 1/AUTO_SHARE of the memory this process may use
+beyond what it already holds (its libraries, the topology): the rest is for the replies in
+flight and a write's second copy of an array."""
 
 MAX_SHARE = 2
 """A configured budget is held to 1/MAX_SHARE of the memory this process may use."""
 
 logger = logging.getLogger(__name__)
 
-_CGROUP_LIMIT = Path("/sys/fs/cgroup/memory.max")
 
-
-def resident_budget(configured: int | None) -> int:
+def resident_budget(configured: int | None, limit: MemoryLimit, in_use: int | None = None) -> int:
     """Bytes of feature arrays to hold in memory: ``configured``, or by default a quarter of
-    the memory this process may use (the machine's, or its cgroup's limit when lower).
+    what ``limit``, the memory this process may use (``memory_limit.py``), leaves beside the
+    ``in_use`` bytes it holds already (default: its resident memory now).
 
     A configured budget over half that memory is lowered to half, with a warning: arrays
     copied until the process runs out of memory would take the server down, and a write
     briefly holds an array it replaces twice.
     """
-    usable = usable_memory_bytes()
+    usable = limit.bytes
     if configured is None:
-        return usable // AUTO_SHARE
+        in_use = resident_bytes_now() if in_use is None else in_use
+        return max(0, usable - in_use) // AUTO_SHARE
     if configured > usable // MAX_SHARE:
         logger.warning(
-            "resident feature budget of %d bytes is over half of the %d bytes this server may use; "
-            "holding at most %d bytes of features in memory", configured, usable, usable // MAX_SHARE,
+            "resident feature budget of %d bytes is over half of the %d bytes this server may use (%s); "
+            "holding at most %d bytes of features in memory", configured, usable, limit.source, usable // MAX_SHARE,
         )
         return usable // MAX_SHARE
     return configured
 
 
-def usable_memory_bytes() -> int:
-    """The machine's physical memory, or the cgroup (v2) limit of this process when lower."""
-    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    try:
-        limit = _CGROUP_LIMIT.read_text().strip()
-    except OSError:
-        return physical
-    return min(physical, int(limit)) if limit.isdigit() else physical
+def resident_bytes_now() -> int:
+    """This process's resident memory (``/proc/self/statm``)."""
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def in_memory(rows: np.ndarray) -> np.ndarray:

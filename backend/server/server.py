@@ -173,7 +173,8 @@ class GnnStoreServer:
             self.tokens.reload()
 
     def startup_line(self) -> str:
-        """One line: the bound address, the backend, the graph version, counts and feature schema."""
+        """One line: the bound address, the backend, the graph version, counts, feature schema,
+        where feature rows are read from and the memory limit found."""
         data = self.data
         summary = data.summary
         nodes = ", ".join(_label(nt, n) for nt, n in summary.num_nodes.items())
@@ -186,7 +187,8 @@ class GnnStoreServer:
         return (
             f"gnnstore serving on {self.address} | {data.graph_backend} "
             f"{self.config.data_dir} | {summary.sampling} {summary.snapshot_id} | nodes: {nodes} | "
-            f"edges: {edges} | features: {features}"
+            f"edges: {edges} | features: {features} | feature tier: {data.feature_reader.tier.describe()} | "
+            f"memory limit: {data.memory}"
         )
 
     def stop(self, grace: float | None = None) -> None:
@@ -205,6 +207,8 @@ class GnnStoreServer:
             self._health.enter_graceful_shutdown()
             self._server.stop(grace).wait()
             self._server = None
+            if self.data is not None:  # calls past the grace stop reading rows from disk
+                self.data.feature_reader.tier.stop_reads()
             _drain(self._handlers, grace + HANDLER_DRAIN_S)
             self._handlers = None
             logger.info("stopped serving on %s", self.address)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -36,6 +37,7 @@ class ServerProcess:
         log: file for the server's stderr (its log lines).
         env: extra environment variables.
         startup_timeout: seconds to wait for the start-up line.
+        launcher: a command prefix the server runs under (e.g. one that limits its memory).
 
     Raises:
         PreconditionError: the server exited or stayed silent; the message holds its log.
@@ -48,11 +50,12 @@ class ServerProcess:
         log: Path,
         env: dict[str, str] | None = None,
         startup_timeout: float = 120.0,
+        launcher: Sequence[str] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         self.log = Path(log)
         command = [
-            sys.executable, "-m", "gnnstore", "serve",
+            *launcher, sys.executable, "-m", "gnnstore", "serve",
             "--data-dir", str(self.data_dir), "--host", "127.0.0.1", "--port", "0", *args,
         ]
         self._stderr: IO[str] = open(self.log, "w")

@@ -27,6 +27,7 @@ from gnnstore.backend.engine.topology import edge_ends
 from gnnstore.backend.engine.weight_index import WeightIndexes
 from gnnstore.backend.engine.work_budget import GraphBounds
 from gnnstore.backend.features.feature_tier import FeatureTier
+from gnnstore.backend.features.memory_limit import MemoryLimit, memory_limit
 from gnnstore.backend.features.resident_arrays import resident_budget
 from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.service.served_graph import (
@@ -74,7 +75,8 @@ class ServedData:
         stores: feature store, graph store and id map (``close()`` releases them).
         summary: node and edge counts and the graph version (of the snapshot as built).
         sampling: the version a request samples, with its bounds and sampler factory.
-        feature_reader: reads from the memory-mapped tier, writes through to RocksDB.
+        feature_reader: reads from the read tier, writes through to RocksDB.
+        memory: the memory this server may use, which sized the tier's budget.
         ranking: nodes by out-degree for clients' hot sets (``None`` under live sampling).
         versions: the snapshot's versions, which graph writes add to (``None`` under live
             sampling, which takes no writes).
@@ -84,6 +86,7 @@ class ServedData:
     summary: GraphSummary
     sampling: VersionLookup
     feature_reader: TieredFeatureStore
+    memory: MemoryLimit
     ranking: DegreeRanking | None = None
     versions: GraphVersions | None = None
 
@@ -137,13 +140,16 @@ def open_served_data(config: ServerConfig) -> ServedData:
             summary, sampling = _live(stores.graph_store, counts, config.max_fanout)
         else:
             summary, sampling, ranking, versions = _snapshot(stores, config, counts)
-        tier = FeatureTier(config.data_dir / FEATURE_TIER, resident_budget(config.resident_feature_bytes))
+        limit = memory_limit()
+        tier = FeatureTier(
+            config.data_dir / FEATURE_TIER, resident_budget(config.resident_feature_bytes, limit), limit.bytes // 2
+        )
         tier.refresh(stores.feature_store)
     except BaseException:
         stores.close()
         raise
     return ServedData(
-        stores, summary, sampling, TieredFeatureStore(stores.feature_store, tier), ranking, versions
+        stores, summary, sampling, TieredFeatureStore(stores.feature_store, tier), limit, ranking, versions
     )
 
 

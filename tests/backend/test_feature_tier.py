@@ -1,6 +1,7 @@
 """FeatureTier: exports (mapped or in memory) equal RocksDB's rows, versioned with it, swapped atomically."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +9,10 @@ import pytest
 import torch
 
 from gnnstore.backend.features import feature_tier, resident_arrays
+from gnnstore.backend.features.direct_reads import DirectRows
 from gnnstore.backend.features.feature_tier import FeatureTier
+from gnnstore.backend.features.mapped_reads import MappedRows
+from gnnstore.backend.features.memory_limit import MemoryLimit
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
@@ -34,7 +38,7 @@ def store(tmp_path: Path) -> RocksDBFeatureStore:
 def tier(
     tmp_path: Path, store: RocksDBFeatureStore, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> FeatureTier:
-    monkeypatch.setattr(feature_tier, "EXPORT_CHUNK_ROWS", 64)  # several chunks per array
+    monkeypatch.setattr(feature_tier, "EXPORT_CHUNK_BYTES", 1000)  # several chunks per array
     monkeypatch.setattr(resident_arrays, "COPY_CHUNK_BYTES", 1000)  # several chunks per array
     t = FeatureTier(tmp_path / "tier", resident_bytes=0 if request.param == "memory-mapped" else 1 << 30)
     assert t.refresh(store)
@@ -234,22 +238,44 @@ def test_a_change_from_another_base_version_exports_everything(tier: FeatureTier
     assert tier.is_current(store)
 
 
-def test_arrays_over_the_budget_are_mapped_and_within_it_held_in_memory(
-    tmp_path: Path, store: RocksDBFeatureStore
+@pytest.mark.parametrize("page_cache_bytes", [None, 0], ids=["through the page cache", "straight from disk"])
+def test_arrays_within_the_budget_are_held_in_memory_narrowest_rows_first_and_the_rest_read_from_disk(
+    tmp_path: Path, store: RocksDBFeatureStore, page_cache_bytes: int | None
 ) -> None:
     exported = FeatureTier(tmp_path / "tier")
     assert exported.refresh(store)
     total = exported.snapshot().nbytes
-    for budget, resident in ((total - 1, False), (total, True)):
-        reopened = FeatureTier(tmp_path / "tier", resident_bytes=budget)
+    for budget in (0, total // 2, total - 1, total):
+        reopened = FeatureTier(tmp_path / "tier", resident_bytes=budget, page_cache_bytes=page_cache_bytes)
         assert not reopened.refresh(store)
         snap = reopened.snapshot()
-        assert snap.resident == resident
+        assert snap.resident == (budget == total)
+        held = [a for a in snap.arrays.values() if a.reads is None]
+        assert sum(a.rows.nbytes for a in held) <= budget
+        for array in snap.arrays.values():
+            if array.reads is None:
+                assert array.resident_from is not None
+            else:  # no array left on disk would have fitted beside those held
+                assert array.rows.nbytes > budget - sum(a.rows.nbytes for a in held)
+                want = DirectRows if page_cache_bytes == 0 and _direct_io_works(tmp_path) else MappedRows
+                assert isinstance(array.reads, want)
         for (group, attr), array in snap.arrays.items():
-            assert isinstance(array.rows, np.memmap) == (not resident and array.rows.size > 0)
             assert not array.rows.flags.writeable or not array.rows.size
             want = store.get_tensor(group_name=group, attr_name=attr, index=None)
             assert torch.equal(bits(array.gather(np.arange(array.rows.shape[0]))), bits(want))
+            shuffled = np.random.default_rng(0).permutation(array.rows.shape[0]).repeat(2)
+            assert torch.equal(bits(array.gather(shuffled)), bits(want[torch.from_numpy(shuffled)]))
+
+
+def _direct_io_works(folder: Path) -> bool:
+    """Whether files in ``folder`` open with ``O_DIRECT`` (tmpfs refuses it)."""
+    probe = folder / "direct-io-probe"
+    probe.write_bytes(b"x")
+    try:
+        os.close(os.open(probe, os.O_RDONLY | os.O_DIRECT))
+    except OSError:
+        return False
+    return True
 
 
 def test_a_reopened_tier_is_mapped_until_a_refresh_brings_the_current_version_into_memory(
@@ -265,12 +291,15 @@ def test_a_reopened_tier_is_mapped_until_a_refresh_brings_the_current_version_in
     assert torch.equal(reopened.gather("paper", "x", [4, 2]), FEATURES[("paper", "x")][[4, 2]])
 
 
-def test_the_default_budget_is_a_quarter_of_the_usable_memory_and_a_given_one_at_most_half(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def test_the_default_budget_is_a_quarter_of_the_memory_left_and_a_given_one_at_most_half(
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    assert resident_arrays.resident_budget(123) == 123 and resident_arrays.resident_budget(0) == 0
-    monkeypatch.setattr(resident_arrays, "usable_memory_bytes", lambda: 8 << 30)
-    assert resident_arrays.resident_budget(None) == 2 << 30
-    assert resident_arrays.resident_budget(4 << 30) == 4 << 30 and not caplog.records
-    assert resident_arrays.resident_budget(64 << 30) == 4 << 30
-    assert "over half of the 8589934592 bytes" in caplog.text
+    limit = MemoryLimit(8 << 30, "cgroup v2 /test")
+    assert resident_arrays.resident_budget(123, limit) == 123 and resident_arrays.resident_budget(0, limit) == 0
+    assert resident_arrays.resident_budget(None, limit, in_use=0) == 2 << 30
+    assert resident_arrays.resident_budget(None, limit, in_use=4 << 30) == 1 << 30  # a quarter of what is left
+    assert resident_arrays.resident_budget(None, limit, in_use=9 << 30) == 0
+    assert 0 < resident_arrays.resident_budget(None, limit) < 2 << 30  # this process holds something
+    assert resident_arrays.resident_budget(4 << 30, limit) == 4 << 30 and not caplog.records
+    assert resident_arrays.resident_budget(64 << 30, limit) == 4 << 30
+    assert "over half of the 8589934592 bytes this server may use (cgroup v2 /test)" in caplog.text

@@ -1,0 +1,166 @@
+"""Features larger than the server's memory: one trainer against a server under a memory limit.
+
+The same graph and trainer (batch 1024, fanouts [15, 10], a 20% static cache, prefetch 2, the
+socket and data port only) against the server unconstrained (its features held in memory) and
+in memory cgroups limited to shares of the feature bytes (40% and 20% by default), each
+started with the page cache emptied of the data directory's files, so every row it reads
+that is not within its limit comes from the disk. Per configuration: batches/s and the ratio
+to the unconstrained server, the server's CPU, major page faults and storage bytes read a
+batch, the storage bytes read per row sent, how long its stop took, and whether the kernel
+killed it for memory.
+
+    python -m benchmarks.out_of_core                   # 1.2M nodes x 1024 float32 (~4.9 GB)
+    python -m benchmarks.out_of_core --nodes 300000    # quicker (~1.2 GB)
+
+Needs root for the cgroups (the limited rows are skipped, with the reason, otherwise); writes
+``benchmarks/results/out_of_core.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from benchmarks import memory_cgroup
+from benchmarks.loader import Phase, Result, in_fresh_process
+from benchmarks.results_page import write_page
+from gnnstore.backend.features.feature_tier import CURRENT, TierSnapshot
+from gnnstore.backend.server.server_process import ServerProcess
+
+FEATURE_TIER = "feature_tier"
+
+
+def ingest(data_dir: Path, nodes: int, dim: int, avg_degree: float) -> None:
+    """The generated graph into ``data_dir`` (skipped when it already holds it)."""
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "gnnstore", "ingest", "generate", "--nodes", str(nodes), "--features", str(dim),
+         "--avg-degree", str(avg_degree), "--classes", "16", "--data-dir", str(data_dir), "--skip-if-done"],
+        check=True, stdout=subprocess.DEVNULL,
+    )
+    print(f"graph: {nodes:,} nodes, {dim} float32 features, ready in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def feature_bytes(data_dir: Path) -> int:
+    """Bytes of the live feature tier's arrays."""
+    tier = data_dir / FEATURE_TIER
+    return TierSnapshot.open(tier / (tier / CURRENT).read_text().strip()).nbytes
+
+
+def evict(data_dir: Path) -> None:
+    """Drop the data directory's files from the page cache (so a limited server reads them from disk)."""
+    for folder, _, files in os.walk(data_dir):
+        for name in files:
+            try:
+                fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def run(
+    name: str, data_dir: Path, phase: Phase, seeds: torch.Tensor, work: Path, limit: int | None
+) -> tuple[Result | None, float, int, str]:
+    """One configuration: (the trainer's result or ``None`` if the server died, stop seconds,
+    OOM kills, the server's tier and limit as its start-up line says)."""
+    evict(data_dir)
+    cgroup = memory_cgroup.MemoryCgroup(limit) if limit is not None else None
+    launcher = cgroup.launcher if cgroup is not None else []
+    try:
+        server = ServerProcess(data_dir, "--read-only", log=work / f"{name}.log", startup_timeout=1800,
+                               launcher=launcher)
+        said = server.startup_line.split(" | feature tier: ", 1)[-1].replace(" | ", "; ")
+        result = None
+        try:
+            result = in_fresh_process(replace(phase, name=name, address=server.address,
+                                              server_pid=server.proc.pid), seeds)
+        except Exception as exc:  # the server killed for memory: the trainer's calls fail
+            print(f"{name}: the trainer failed: {exc}", flush=True)
+        asked = time.perf_counter()
+        server.stop()
+        stopped = time.perf_counter() - asked
+        kills = cgroup.oom_kills() if cgroup is not None else 0
+    finally:
+        if cgroup is not None:
+            cgroup.close()
+    return result, stopped, kills, said
+
+
+def table(rows: list[tuple[str, Result | None, float, int, str]], base: float, row_bytes: int) -> str:
+    lines = [
+        "| server | batches/s | × unconstrained | server CPU ms/batch | major faults/batch | disk MB/batch "
+        "| disk bytes/row sent | wire MB/batch | stop s | OOM kills | tier and limit (start-up line) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r, stopped, kills, said in rows:
+        if r is None:
+            lines.append(f"| {name} | failed | | | | | | | {stopped:.1f} | {kills} | {said} |")
+            continue
+        rows_sent = (r.wire_mb_per_batch or 0) * 1e6 / row_bytes
+        per_row = (r.server_disk_mb or 0) * 1e6 / rows_sent if rows_sent else 0.0
+        lines.append(
+            f"| {name} | {r.batches_per_s:.2f} | {r.batches_per_s / base:.2f}× | {r.server_cpu_ms:.1f} "
+            f"| {r.server_major_faults:,.0f} | {r.server_disk_mb:.1f} | {per_row:,.0f} | {r.wire_mb_per_batch:.1f} "
+            f"| {stopped:.1f} | {kills} | {said} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1_200_000)
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--avg-degree", type=float, default=10.0)
+    parser.add_argument("--limits", type=float, nargs="+", default=[0.4, 0.2],
+                        help="memory limits as shares of the feature bytes")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--batches", type=int, default=60)
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="keep the graph here between runs (default: a temporary folder)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="gnnstore-out-of-core-") as tmp:
+        work = Path(tmp)
+        data_dir = args.data_dir or work / "data"
+        ingest(data_dir, args.nodes, args.dim, args.avg_degree)
+        ServerProcess(data_dir, "--read-only", log=work / "first.log", startup_timeout=3600).stop()  # builds the tier
+        nbytes = feature_bytes(data_dir)
+        needed = (args.warmup + args.batches) * 1024
+        seeds = torch.randperm(args.nodes, generator=torch.Generator().manual_seed(1))[:needed]
+        phase = Phase("", "remote", (15, 10), 1024, args.warmup, args.batches, cache_fraction=0.2,
+                      policy="static", prefetch=2, shared_memory=False)
+        rows = []
+        result = run("unconstrained", data_dir, phase, seeds, work, None)
+        rows.append(("unconstrained", *result))
+        reason = memory_cgroup.unavailable()
+        for share in args.limits:
+            name = f"limit {share:.0%} of features ({share * nbytes / 2**30:.2f} GiB)"
+            if reason is not None:
+                print(f"{name}: skipped ({reason})", flush=True)
+                continue
+            rows.append((name, *run(name, data_dir, phase, seeds, work, int(share * nbytes))))
+        base = rows[0][1].batches_per_s
+        body = table(rows, base, nbytes // args.nodes)
+        print("\n" + body)
+        command = "python -m benchmarks.out_of_core " + " ".join(sys.argv[1:])
+        write_page("out_of_core", "Features larger than the server's memory", command.strip(), (
+            f"{args.nodes:,} nodes, {args.dim} float32 features ({nbytes / 2**30:.2f} GiB of feature rows), "
+            f"average degree {args.avg_degree}; one trainer: batch 1024, fanouts [15, 10], 20% static cache, "
+            f"prefetch 2, socket and data port; {args.batches} batches timed after {args.warmup}. Each server "
+            "starts with the data directory evicted from the page cache.\n\n" + body
+        ))
+
+
+if __name__ == "__main__":
+    main()
