@@ -7,7 +7,8 @@ started with the page cache emptied of the data directory's files, so every row 
 that is not within its limit comes from the disk. Per configuration: batches/s and the ratio
 to the unconstrained server, the server's CPU, major page faults and storage bytes read a
 batch, the storage bytes read per row sent, how long its stop took, and whether the kernel
-killed it for memory.
+killed it for memory; and what the disk allows: its rate for the server's own direct reads of
+random rows, over the disk bytes a batch.
 
     python -m benchmarks.out_of_core                   # 1.2M nodes x 1024 float32 (~4.9 GB)
     python -m benchmarks.out_of_core --nodes 300000    # quicker (~1.2 GB)
@@ -27,6 +28,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from benchmarks import memory_cgroup
@@ -51,8 +53,7 @@ def ingest(data_dir: Path, nodes: int, dim: int, avg_degree: float) -> None:
 
 def feature_bytes(data_dir: Path) -> int:
     """Bytes of the live feature tier's arrays."""
-    tier = data_dir / FEATURE_TIER
-    return TierSnapshot.open(tier / (tier / CURRENT).read_text().strip()).nbytes
+    return TierSnapshot.open(_live(data_dir)).nbytes
 
 
 def evict(data_dir: Path) -> None:
@@ -67,6 +68,24 @@ def evict(data_dir: Path) -> None:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             finally:
                 os.close(fd)
+
+
+def disk_read_rate(data_dir: Path, reads: int = 20_000) -> tuple[float, float]:
+    """(MB/s, µs of CPU a row) of the server's own direct reads of random rows of the tier's
+    widest array, evicted from the page cache first: what this machine's disk allows."""
+    snap = TierSnapshot.open(_live(data_dir), page_cache_bytes=0)
+    array = max(snap.arrays.values(), key=lambda a: a.rows[:1].nbytes)
+    evict(data_dir)
+    ids = np.random.default_rng(0).choice(array.rows.shape[0], min(reads, array.rows.shape[0]), replace=False)
+    cpu, started = time.process_time(), time.perf_counter()
+    rows = array.gather(ids)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return rows.numel() * rows.element_size() / seconds / 1e6, cpu / len(ids) * 1e6
+
+
+def _live(data_dir: Path) -> Path:
+    tier = data_dir / FEATURE_TIER
+    return tier / (tier / CURRENT).read_text().strip()
 
 
 def run(
@@ -97,20 +116,23 @@ def run(
     return result, stopped, kills, said
 
 
-def table(rows: list[tuple[str, Result | None, float, int, str]], base: float, row_bytes: int) -> str:
+def table(
+    rows: list[tuple[str, Result | None, float, int, str]], base: float, row_bytes: int, disk_mb_s: float
+) -> str:
     lines = [
-        "| server | batches/s | × unconstrained | server CPU ms/batch | major faults/batch | disk MB/batch "
-        "| disk bytes/row sent | wire MB/batch | stop s | OOM kills | tier and limit (start-up line) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| server | batches/s | × unconstrained | the disk allows | server CPU ms/batch | major faults/batch "
+        "| disk MB/batch | disk bytes/row sent | wire MB/batch | stop s | OOM kills | tier and limit (start-up line) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r, stopped, kills, said in rows:
         if r is None:
-            lines.append(f"| {name} | failed | | | | | | | {stopped:.1f} | {kills} | {said} |")
+            lines.append(f"| {name} | failed | | | | | | | | {stopped:.1f} | {kills} | {said} |")
             continue
+        allows = f"{disk_mb_s / r.server_disk_mb:.2f}" if r.server_disk_mb else "-"
         rows_sent = (r.wire_mb_per_batch or 0) * 1e6 / row_bytes
         per_row = (r.server_disk_mb or 0) * 1e6 / rows_sent if rows_sent else 0.0
         lines.append(
-            f"| {name} | {r.batches_per_s:.2f} | {r.batches_per_s / base:.2f}× | {r.server_cpu_ms:.1f} "
+            f"| {name} | {r.batches_per_s:.2f} | {r.batches_per_s / base:.2f}× | {allows} | {r.server_cpu_ms:.1f} "
             f"| {r.server_major_faults:,.0f} | {r.server_disk_mb:.1f} | {per_row:,.0f} | {r.wire_mb_per_batch:.1f} "
             f"| {stopped:.1f} | {kills} | {said} |"
         )
@@ -150,8 +172,13 @@ def main() -> None:
                 print(f"{name}: skipped ({reason})", flush=True)
                 continue
             rows.append((name, *run(name, data_dir, phase, seeds, work, int(share * nbytes))))
+        disk_mb_s, cpu_us = disk_read_rate(data_dir)
         base = rows[0][1].batches_per_s
-        body = table(rows, base, nbytes // args.nodes)
+        body = table(rows, base, nbytes // args.nodes, disk_mb_s) + (
+            f"\n\nThis machine's disk, read as the server reads it (random rows of the widest array, straight "
+            f"from disk): {disk_mb_s:.0f} MB/s, {cpu_us:.1f} µs of CPU a row. \"The disk allows\" is that rate "
+            "over the disk MB a batch: the most batches/s any reader could get from this disk."
+        )
         print("\n" + body)
         command = "python -m benchmarks.out_of_core " + " ".join(sys.argv[1:])
         write_page("out_of_core", "Features larger than the server's memory", command.strip(), (

@@ -2,8 +2,8 @@
 
 RocksDB stays the durable, updatable truth; its point reads are far too slow for training
 (~230k rows/s), so reads come from contiguous ``.npy`` arrays exported from it in bulk, held
-in memory when they fit the tier's budget, else memory-mapped (a feature set bigger than RAM
-is served through the page cache). The tier is
+in memory within the tier's budget, the others read from disk as rows (``TierSnapshot.open``:
+a feature set bigger than the server's memory is served from disk). The tier is
 versioned with the store: ``refresh(store)`` compares ``store.version()`` with the tier's and,
 when they differ, exports a new version folder and swaps it in. Told what one write changed
 (a ``Change``: rows of one attr, or one attr whole or removed) and holding the version that
@@ -167,13 +167,13 @@ class TierSnapshot:
         return all(a.resident_from is not None for a in self.arrays.values())
 
     def describe(self) -> str:
-        """Where the rows are read from, e.g. ``4.59 GiB read straight from disk, 0.01 GiB in memory``."""
+        """Where the rows are read from, e.g. ``0.01 GiB in memory, 4.58 GiB read straight from disk``."""
         where = dict.fromkeys(("in memory", "read through the page cache", "read straight from disk"), 0)
         for a in self.arrays.values():
             how = "in memory" if a.reads is None else (
                 "read straight from disk" if isinstance(a.reads, DirectRows) else "read through the page cache"
             )
-            where[how] = where.get(how, 0) + a.rows.nbytes
+            where[how] += a.rows.nbytes
         return ", ".join(f"{n / 2**30:.2f} GiB {how}" for how, n in where.items() if n) or "no rows"
 
     @classmethod

@@ -57,8 +57,9 @@ def test_reopen_in_a_new_process_is_bit_identical(tmp_path: Path) -> None:
         assert torch.equal(got[key].view(torch.uint8), x.view(torch.uint8))
 
 
-def test_a_whole_put_written_in_chunks_reads_back_every_row(tmp_path: Path) -> None:
-    chunk = rocksdb_feature_store._SST_CHUNK_ROWS
+def test_a_whole_put_written_in_chunks_reads_back_every_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chunk = 5000  # rows of three int32 a chunk, over _SST_MIN_ROWS in all
+    monkeypatch.setattr(rocksdb_feature_store, "_SST_CHUNK_BYTES", chunk * 12)
     rows = torch.randint(-2**31, 2**31, (2 * chunk + 5, 3), dtype=torch.int32)
     with RocksDBFeatureStore(tmp_path / "features") as store:
         store.put_tensor(rows.t().contiguous().t(), group_name="edge", attr_name="w", index=None)  # column-major
