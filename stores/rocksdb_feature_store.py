@@ -60,7 +60,8 @@ _PENDING = b"\x00p"
 _ROW = b"\x01"
 _KEY = np.dtype([("p", "u1"), ("slot", ">u4"), ("id", ">u8")])
 _SST_MIN_ROWS = 4096  # below this a whole put goes through one WriteBatch
-_SST_CHUNK_BYTES = 16 << 20  # row bytes held as Python bytes at once while an SST file is written
+_SST_CHUNK_BYTES = 16 << 20  # row bytes held as Python bytes at once while an SST file is written...
+_SST_CHUNK_ROWS = 1 << 16  # ...and rows: a Python bytes object costs ~35 bytes beside a narrow row
 _BULK_READ = ReadOptions()
 _BULK_READ.fill_cache(False)
 
@@ -332,7 +333,7 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
         try:
             writer = SstFileWriter(options=rocksdb_options())
             writer.open(sst)
-            step = max(1, _SST_CHUNK_BYTES // max(1, meta.row_bytes))
+            step = max(1, min(_SST_CHUNK_ROWS, _SST_CHUNK_BYTES // max(1, meta.row_bytes)))
             for start in range(0, tensor.shape[0], step):
                 for key, value in _rows(meta, tensor, start, min(tensor.shape[0], start + step)):
                     writer[key] = value

@@ -53,7 +53,9 @@ CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
 EXPORT_CHUNK_BYTES = 16 << 20
 """Bytes of rows an export reads from the store at a time (a server under a memory limit
-exports its tier at start-up)."""
+exports its tier at start-up)..."""
+EXPORT_CHUNK_ROWS = 1 << 16
+"""...and rows: the store reads each row as a Python bytes object."""
 _EXPORT_ATTEMPTS = 3
 
 
@@ -372,7 +374,7 @@ def _export_array(store: VersionedFeatureStore, schema: Any, build: Path, k: int
         np.save(file, np.empty(shape, dtype=storage))
     else:
         out = preallocated_npy(file, storage, shape)
-        step = max(1, EXPORT_CHUNK_BYTES // max(1, schema.row_bytes))
+        step = max(1, min(EXPORT_CHUNK_ROWS, EXPORT_CHUNK_BYTES // max(1, schema.row_bytes)))
         for start in range(0, shape[0], step):
             index = torch.arange(start, min(start + step, shape[0]))
             rows = store.get_tensor(group_name=schema.group_name, attr_name=schema.attr_name, index=index)
