@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
+import socket
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2
 
 from gnnstore.proto import admin_pb2, feature_pb2, graph_pb2, idmap_pb2
+from gnnstore.proto.data_port_wire import FOUND, HEADER, TICKET_BYTES, UNKNOWN
 
 EXPECTED = {
     grpc.StatusCode.OK,
@@ -224,3 +227,103 @@ def _call(channel: grpc.Channel, method: str, body: bytes, streams: bool, timeou
     except grpc.RpcError as exc:
         return exc.code()
     return grpc.StatusCode.OK
+
+
+def data_port_frames(rng: random.Random, count: int) -> Iterator[bytes]:
+    """What strangers send the data port: random bytes of any length, tickets of random bits
+    (alone, in a row, with a tail), a ticket cut short, a TLS hello on the plain port."""
+    hello = bytes.fromhex("16030100c4010000c00303") + rng.randbytes(32)
+    for _ in range(count):
+        kind = rng.randrange(6)
+        if kind == 0:
+            yield rng.randbytes(rng.randrange(0, 64))
+        elif kind == 1:
+            yield rng.randbytes(TICKET_BYTES)
+        elif kind == 2:
+            yield rng.randbytes(TICKET_BYTES * rng.randrange(2, 8))
+        elif kind == 3:
+            yield rng.randbytes(TICKET_BYTES - rng.randrange(1, TICKET_BYTES))
+        elif kind == 4:
+            yield hello + rng.randbytes(rng.randrange(0, 200))
+        else:
+            yield bytes(TICKET_BYTES) + rng.randbytes(rng.randrange(0, 4096))
+
+
+def send_data_port_frame(port: int, frame: bytes, timeout: float) -> str:
+    """Send ``frame`` to the data port on 127.0.0.1, then end our side; what came back:
+    ``"unknown"`` (the header saying no payload waits), ``"closed"`` (nothing), ``"found"`` (a
+    payload: a stranger must never get one), ``"hang"`` (no end within ``timeout``) or
+    ``"other"`` (bytes that are not a header)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        try:
+            sock.sendall(frame)
+            sock.shutdown(socket.SHUT_WR)
+            answer = _read_all(sock)
+        except TimeoutError:
+            return "hang"
+        except OSError:  # the server cut us while we sent: it owes a stranger nothing
+            return "closed"
+    if not answer:
+        return "closed"
+    if len(answer) == HEADER.size:
+        status, size = HEADER.unpack(answer)
+        if status == UNKNOWN and size == 0:
+            return "unknown"
+        if status == FOUND:
+            return "found"
+    return "other"
+
+
+def http_requests(rng: random.Random, count: int) -> Iterator[tuple[bytes, bool]]:
+    """Requests for the metrics endpoint, each with whether it is a scrape (``GET /metrics``,
+    any query): odd methods, paths, versions, header floods, overlong lines, bodies, junk."""
+    methods = ["GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "get", "G\x00T", "", "BREW"]
+    paths = ["/metrics", "/metrics?x=1", "/", "/favicon.ico", "/x/../../etc/passwd", "//metrics",
+             "/metrics/", "/metricsx", "/%2e%2e/metrics", "*", "http://evil/metrics", "",
+             "/" + "a" * 70_000, "/metrics?" + "q" * 70_000, "/\xff\xfe"]
+    versions = ["HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "HTTP/9.9", "HTTP/1", "junk", ""]
+    for _ in range(count):
+        if rng.random() < 0.15:
+            yield rng.randbytes(rng.randrange(0, 2048)), False
+            continue
+        # each part plausible (a scrape's) half the time, so the fuzzer reaches past the first check
+        method, path, version = (part if rng.random() < 0.5 else rng.choice(parts) for part, parts in (
+            ("GET", methods), ("/metrics", paths), ("HTTP/1.1", versions)))
+        headers = [f"Host: {rng.choice(['127.0.0.1', '', 'x' * 9000])}"]
+        headers += [f"X-{i}: {rng.choice(STRINGS)[:100]}" for i in range(rng.choice([0, 1, 5, 150]))]
+        if rng.random() < 0.3:
+            headers.append(f"Content-Length: {rng.choice(INTS)}")
+        head = f"{method} {path} {version}".rstrip() + "\r\n" + "\r\n".join(headers) + "\r\n\r\n"
+        body = rng.randbytes(rng.choice([0, 0, 10, 5000]))
+        scrape = method == "GET" and path.split("?", 1)[0] == "/metrics" and version in ("HTTP/1.1", "HTTP/1.0")
+        yield head.encode("utf-8", "surrogateescape") + body, scrape and len(path) < 65_000 and len(headers) < 100
+
+
+def send_http_request(port: int, request: bytes, timeout: float) -> int | None:
+    """Send ``request`` to the metrics endpoint on 127.0.0.1, then end our side; the status of
+    the first answer, ``None`` when the connection closed without one, ``-1`` when nothing ended
+    within ``timeout``."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        try:
+            sock.sendall(request)
+            sock.shutdown(socket.SHUT_WR)
+            answer = _read_all(sock)
+        except TimeoutError:
+            return -1
+        except OSError:
+            return None
+    status = re.match(rb"HTTP/1\.[01] (\d{3}) ", answer)
+    return int(status.group(1)) if status else None
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    """Everything the peer sends until it closes (or resets: what it sent before counts)."""
+    parts = []
+    while True:
+        try:
+            part = sock.recv(1 << 16)
+        except ConnectionResetError:
+            return b"".join(parts)
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
