@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -35,6 +35,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gnnstore.client.data_port import DataPortClient, DataPortUnreachable, client_tls
 from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S, IDEMPOTENT_CALLS, Backoff
 from gnnstore.client.segment_pool import ReplySegmentPool
+from gnnstore.client.targets import parse_target
 from gnnstore.common.errors import (
     ERROR_CLASS_KEY,
     ERRORS_BY_NAME,
@@ -73,7 +74,9 @@ class Connection:
     """The client side of one gnnstore server address; cheap to pickle, safe across fork.
 
     Args:
-        address: ``"host:port"`` of a running ``gnnstore serve``.
+        address: ``"host:port"`` of a running ``gnnstore serve``; or several servers of one
+            graph, as a list of ``"host:port"`` or a gRPC target (``"dns:///name:port"``,
+            ``"ipv4:a:p,b:p"``): calls then go round robin over them (see ``targets.py``).
         timeout: deadline in seconds of each call that gives none (default 30).
         max_message_bytes: send and receive limit, mirroring the server's (default 256 MiB).
         shared_memory: offer shared-memory reply segments to sampling calls; ``None`` (default)
@@ -96,7 +99,7 @@ class Connection:
 
     def __init__(
         self,
-        address: str,
+        address: str | Sequence[str],
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
@@ -108,24 +111,24 @@ class Connection:
         retry_timeout: float = DEFAULT_RETRY_TIMEOUT_S,
         use_data_port: bool = True,
     ) -> None:
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise InvalidRequestError(f"address must look like 'host:port', got {address!r}")
+        target = parse_target(address)
         if not timeout > 0:
             raise InvalidRequestError(f"timeout must be > 0 seconds, got {timeout}")
         if not retry_timeout >= 0 or retry_timeout == float("inf"):
             raise InvalidRequestError(f"retry_timeout must be finite seconds >= 0, got {retry_timeout}")
-        self.address = address
+        self.target = target
+        self.address = target.address
         self.timeout = float(timeout)
         self.retry_timeout = float(retry_timeout)
         self.max_message_bytes = int(max_message_bytes)
         self.shared_memory = (
-            is_loopback(host) and hasattr(os, "memfd_create") if shared_memory is None else bool(shared_memory)
+            target.host is not None and is_loopback(target.host) and hasattr(os, "memfd_create")
+            if shared_memory is None else bool(shared_memory)
         )
         token = os.environ.get(TOKEN_ENV) if token is None else token
         self._metadata = () if not token else (("authorization", f"Bearer {token}"),)
         self._tls = _tls_material(tls, client_cert, client_key)
-        if token and self._tls is None and not is_loopback(host):
+        if token and self._tls is None and not (target.host is not None and is_loopback(target.host)):
             logger.warning("the token to %s travels in plaintext: connect with tls=... where the server has TLS",
                            address)
         self._lock = threading.Lock()
@@ -251,12 +254,13 @@ class Connection:
                 "new graph."
             )
 
-    def _worth_retrying(self, exc: grpc.RpcError) -> bool:
-        """Whether ``exc`` says the server is down (not that the call was refused)."""
+    def _worth_retrying(self, exc: grpc.RpcError, *, probe: bool = True) -> bool:
+        """Whether ``exc`` says the server is down (not that the call was refused); a missed
+        deadline counts where ``probe`` and a health check says so."""
         if exc.code() == grpc.StatusCode.UNAVAILABLE:
             return not _is_tls_failure(exc.details() or "")
         if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:  # down, or only slow at this call?
-            return not self.is_serving()
+            return not probe or not self.is_serving()
         return False
 
     def is_serving(self, *, timeout: float = 2.0) -> bool:
@@ -278,15 +282,43 @@ class Connection:
             return self._segments
 
     def data_port(self) -> DataPortClient | None:
-        """This process's reader of the server's data port (``None``: not used)."""
-        if not self.use_data_port:
+        """This process's reader of the servers' data ports (``None``: not used, also where the
+        servers are on several hosts: a ticket names its port, not its host)."""
+        if not self.use_data_port or self.target.host is None:
             return None
         with self._lock:
             self._open_in_this_process()
             if self._data_port is None:
                 tls = None if self._tls is None else client_tls(*self._tls)
-                self._data_port = DataPortClient(self.address.rpartition(":")[0].strip("[]"), tls)
+                self._data_port = DataPortClient(self.target.host, tls, one_server=not self.target.balanced)
             return self._data_port
+
+    def check_servers_agree(self) -> None:
+        """Ask each server the target lists which snapshot it serves, one by one.
+
+        Raises:
+            PreconditionError: two of them serve different graphs; the message names them.
+            ServerUnavailableError: none of them answered.
+        """
+        served: dict[str, str] = {}
+        for server in self.target.servers:
+            with self._new_channel(server, self.target.authority) as channel:
+                stub = admin_pb2_grpc.AdminServiceStub(channel)
+                try:
+                    served[server] = stub.Info(admin_pb2.InfoRequest(), timeout=self.timeout,
+                                               metadata=self._metadata).snapshot_id
+                except grpc.RpcError as exc:
+                    if not self._worth_retrying(exc, probe=False):
+                        raise self._error(exc, "AdminService.Info", self.timeout) from None
+                    logger.warning("the gnnstore server at %s does not answer (%s); calls go to the others",
+                                   server, exc.details())
+        if not served:
+            raise ServerUnavailableError(f"none of the gnnstore servers {self.address} answered")
+        if len(set(served.values())) > 1:
+            raise PreconditionError(
+                "the gnnstore servers serve different graphs, so their batches would mix them: "
+                + ", ".join(f"{server} serves snapshot {snapshot}" for server, snapshot in served.items())
+            )
 
     def fetch_payload(self, ticket: Any, timeout: float | None = None) -> memoryview | None:
         """The payload a sampling reply left on the data port; ``None`` when it could not be read
@@ -332,11 +364,7 @@ class Connection:
         pid = os.getpid()
         if self._channel is None or self._pid != pid:
             # What is inherited through fork belongs to the parent: leave it alone.
-            if self._tls is None:
-                self._channel = grpc.insecure_channel(self.address, options=self._options())
-            else:
-                credentials = grpc.ssl_channel_credentials(*self._tls)
-                self._channel = grpc.secure_channel(self.address, credentials, options=self._options())
+            self._channel = self._new_channel(self.target.grpc_target, self.target.authority)
             self._pid, self._stubs, self._segments, self._data_port = pid, {}, None, None
             logger.debug("opened channel to %s in process %d", self.address, pid)
 
@@ -347,6 +375,16 @@ class Connection:
             if stub is None:
                 stub = self._stubs[service] = _STUBS[service](self._channel)
             return stub
+
+    def _new_channel(self, target: str, authority: str) -> grpc.Channel:
+        options = self._options()
+        if self.target.balanced:
+            options.append(("grpc.lb_policy_name", "round_robin"))
+        if self._tls is None:
+            return grpc.insecure_channel(target, options=options)
+        if self.target.balanced:  # a listed target holds addresses: certificates name the host
+            options.append(("grpc.ssl_target_name_override", authority))
+        return grpc.secure_channel(target, grpc.ssl_channel_credentials(*self._tls), options=options)
 
     def _options(self) -> list[tuple[str, Any]]:
         return [

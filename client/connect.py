@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import torch
 
@@ -18,7 +19,7 @@ DEFAULT_CACHE_POLICY = "static+sieve"
 
 
 def connect(
-    address: str,
+    address: str | Sequence[str],
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
@@ -36,6 +37,11 @@ def connect(
 ) -> tuple[RemoteFeatureStore, RemoteGraphStore]:
     """``(feature_store, graph_store)`` for the server at ``address``, sharing one connection.
 
+    Several servers of one graph (replicas, or ``--read-only`` servers over one data directory)
+    are one connection too: calls go round robin over them, and a call that finds its server
+    down is sent to another (see ``retry_timeout``). Listed servers are asked now which graph
+    they serve.
+
     Without a cache nothing is sent yet: the channel opens on the first call, in whichever
     process makes it. With ``cache_bytes`` > 0 the feature store gets a :class:`FeatureCache`
     (``fs.cache``) whose static tier is filled now with the server's nodes of highest
@@ -44,7 +50,9 @@ def connect(
     ``feature_store=fs`` to ``RemoteNeighborSampler``.
 
     Args:
-        address: ``"host:port"`` of a running ``gnnstore serve``.
+        address: ``"host:port"`` of a running ``gnnstore serve``; or a list of them, or a gRPC
+            target naming several (``"dns:///name:port"``, ``"ipv4:a:p,b:p"``). Large replies
+            come through the data port only where the servers share one host.
         timeout: deadline in seconds of every call (default 30).
         max_message_bytes: message limit, mirroring the server's (default 256 MiB).
         cache_bytes: bytes of feature rows to keep on the trainer (0: no cache), shared by
@@ -75,11 +83,12 @@ def connect(
             the rounded values. ``None`` (default): rows are exact.
 
     Raises:
-        InvalidRequestError: an address that is not ``host:port``, a timeout <= 0, a negative
-            retry_timeout, a bad cache size or policy, a wire dtype other than a 16-bit float, or
-            a certificate file that cannot be read.
-        ServerUnavailableError: a cache was asked for and the server cannot be reached (also
-            when TLS fails: the message says so).
+        PreconditionError: listed servers serve different graphs (the message names them).
+        InvalidRequestError: an empty list, an address that is not ``host:port``, a timeout
+            <= 0, a negative retry_timeout, a bad cache size or policy, a wire dtype other than a
+            16-bit float, or a certificate file that cannot be read.
+        ServerUnavailableError: a cache was asked for and the server cannot be reached, or none
+            of the listed servers answers (also when TLS fails: the message says so).
         AuthenticationError, PermissionDeniedError: a cache was asked for and the token is
             missing, unknown, or its role may not read.
     """
@@ -88,6 +97,8 @@ def connect(
         token=token, tls=tls, client_cert=client_cert, client_key=client_key, retry_timeout=retry_timeout,
         use_data_port=use_data_port,
     )
+    if len(connection.target.servers) > 1:
+        connection.check_servers_agree()
     fs = RemoteFeatureStore(connection, exchange=FeatureExchange(wire_dtype=wire_dtype))
     gs = RemoteGraphStore(connection)
     if cache_bytes:

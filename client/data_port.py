@@ -34,12 +34,15 @@ class DataPortClient:
     """The payload reader of one server (one process's: made after fork, never shared across it).
 
     Args:
-        host: the server address's host.
+        host: the servers' host.
         tls: the client side of TLS (``None``: plaintext, as the gRPC connection).
+        one_server: the connection has one server, so a ticket naming another port means it
+            restarted there: idle connections to its old port are closed. With several servers
+            on the host, each keeps its own.
     """
 
-    def __init__(self, host: str, tls: ssl.SSLContext | None) -> None:
-        self._host, self._tls = host, tls
+    def __init__(self, host: str, tls: ssl.SSLContext | None, *, one_server: bool = True) -> None:
+        self._host, self._tls, self._one_server = host, tls, one_server
         self._lock = threading.Lock()
         self._idle: dict[int, list[socket.socket]] = {}
         self.fetched = 0
@@ -78,12 +81,15 @@ class DataPortClient:
                 conn.close()
 
     def _take(self, port: int) -> socket.socket | None:
-        """An idle connection to ``port``, closing those to any other: a server has one data
-        port, so they lead to one that restarted elsewhere."""
+        """An idle connection to ``port``; with one server, closing those to any other: a server
+        has one data port, so they lead to one that restarted elsewhere."""
         with self._lock:
             stale = [conn for other, conns in self._idle.items() if other != port for conn in conns]
-            self._idle = {port: self._idle.get(port, [])}
-            conns = self._idle[port]
+            if self._one_server:
+                self._idle = {port: self._idle.get(port, [])}
+            else:
+                stale = []
+            conns = self._idle.setdefault(port, [])
             taken = conns.pop() if conns else None
         for conn in stale:
             conn.close()
