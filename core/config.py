@@ -49,6 +49,10 @@ class ServerConfig:
             more, and gives threads to clients in turn, so one client cannot starve the others.
         max_concurrent_rpcs: calls admitted at once; more are refused with RESOURCE_EXHAUSTED.
         shutdown_grace_s: how long in-flight calls may run after SIGTERM/SIGINT.
+        max_connection_age_s: close each client connection after this many seconds (0, the
+            default: never), letting its calls finish within ``shutdown_grace_s``; the client
+            connects again at once, so with several servers behind one name (replicas) a new or
+            restarted one receives calls within this time.
         stream_stall_s: how long a streamed reply (GetTensor, GetEdgeIndex) may wait for its
             client to take a message before it is cancelled; at most half the ``workers`` send
             streamed replies at once, so callers that stop reading cannot hold every thread.
@@ -96,6 +100,7 @@ class ServerConfig:
     sampling_threads: int = 0
     max_concurrent_rpcs: int = 64
     shutdown_grace_s: float = 10.0
+    max_connection_age_s: float = 0.0
     stream_stall_s: float = 30.0
     max_seeds: int = 1 << 20
     max_hops: int = 8
@@ -142,6 +147,10 @@ class ServerConfig:
                 f"max_concurrent_rpcs must be >= 1, got {self.max_concurrent_rpcs}",
             ),
             (self.shutdown_grace_s >= 0, f"shutdown_grace_s must be >= 0, got {self.shutdown_grace_s}"),
+            (
+                self.max_connection_age_s == 0 or 1 <= self.max_connection_age_s <= 365 * 86400,
+                f"max_connection_age_s must be 0 (never) or 1 to 31536000 seconds, got {self.max_connection_age_s}",
+            ),
             (self.stream_stall_s > 0, f"stream_stall_s must be > 0, got {self.stream_stall_s}"),
             (self.max_seeds >= 1, f"max_seeds must be >= 1, got {self.max_seeds}"),
             (self.max_hops >= 1, f"max_hops must be >= 1, got {self.max_hops}"),

@@ -51,6 +51,9 @@ _DEFAULTS = ServerConfig()
 @click.option("--max-put-rows", type=int, help=f"Most rows one Put may write.  [default: {_DEFAULTS.max_put_rows}]")
 @click.option("--shutdown-grace-s", type=float,
               help=f"Seconds in-flight calls get on shutdown.  [default: {_DEFAULTS.shutdown_grace_s}]")
+@click.option("--max-connection-age-s", type=float,
+              help="Close each client connection after this many seconds, so a new replica behind the same "
+                   "name receives calls (0: never).  [default: 0]")
 @click.option("--stream-stall-s", type=float,
               help="Seconds a streamed reply may wait for its client to read before it is cancelled.  "
                    f"[default: {_DEFAULTS.stream_stall_s}]")

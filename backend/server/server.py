@@ -398,7 +398,12 @@ def _server_options(config: ServerConfig) -> list[tuple[str, Any]]:
         ("grpc.keepalive_timeout_ms", 20_000),
         # Two servers must never share a port by accident (tests bind port 0 side by side).
         ("grpc.so_reuseport", 0),
-    ]
+    ] + ([] if not config.max_connection_age_s else [
+        # GOAWAY to each client after this age: it reconnects, and round_robin over a name then
+        # includes servers that came up since (else new replicas idle until clients restart).
+        ("grpc.max_connection_age_ms", int(config.max_connection_age_s * 1000)),
+        ("grpc.max_connection_age_grace_ms", int(config.shutdown_grace_s * 1000)),
+    ])
 
 
 def serve(config: ServerConfig, announce: Callable[[str], None]) -> None:

@@ -8,11 +8,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 from served import ServerProcess, ingest, requests_made, serve_graph, start_server
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
+from torch_geometric.sampler import NodeSamplerInput
 
 from gnnstore.client import RemoteNeighborSampler, connect
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
@@ -121,3 +123,22 @@ def test_no_servers_a_malformed_one_or_servers_of_different_graphs_are_refused_a
         assert servers[0].address in str(refused.value) and other.address in str(refused.value)
     finally:
         other.stop()
+
+
+def test_an_aged_connection_is_replaced_without_failing_a_call(data_dir: Path) -> None:
+    server = start_server(data_dir, "--read-only", "--max-connection-age-s", "1", name="aging")
+    try:
+        fs, gs = connect(server.address, shared_memory=False)
+        sampler = RemoteNeighborSampler(fs, [5], seed=1)
+        port, local_ports = int(server.address.rpartition(":")[2]), set()
+        until = time.monotonic() + 4
+        while time.monotonic() < until:  # every call answers while connections are aged out under it
+            sampler.sample_from_nodes(NodeSamplerInput(None, torch.arange(10)))
+            local_ports |= {c.laddr.port for c in psutil.Process().net_connections("tcp")
+                            if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED}
+            time.sleep(0.05)
+        assert len(local_ports) >= 2, f"one connection for 4 s under a 1 s age: {local_ports}"
+        assert fs.connection.retries == 0
+        fs.connection.close()
+    finally:
+        server.stop()
