@@ -254,15 +254,9 @@ def send_data_port_frame(port: int, frame: bytes, timeout: float) -> str:
     ``"unknown"`` (the header saying no payload waits), ``"closed"`` (nothing), ``"found"`` (a
     payload: a stranger must never get one), ``"hang"`` (no end within ``timeout``) or
     ``"other"`` (bytes that are not a header)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        try:
-            sock.sendall(frame)
-            sock.shutdown(socket.SHUT_WR)
-            answer = _read_all(sock)
-        except TimeoutError:
-            return "hang"
-        except OSError:  # the server cut us while we sent: it owes a stranger nothing
-            return "closed"
+    answer = _exchange(port, frame, timeout)
+    if answer is None:
+        return "hang"
     if not answer:
         return "closed"
     if len(answer) == HEADER.size:
@@ -303,17 +297,25 @@ def send_http_request(port: int, request: bytes, timeout: float) -> int | None:
     """Send ``request`` to the metrics endpoint on 127.0.0.1, then end our side; the status of
     the first answer, ``None`` when the connection closed without one, ``-1`` when nothing ended
     within ``timeout``."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        try:
-            sock.sendall(request)
-            sock.shutdown(socket.SHUT_WR)
-            answer = _read_all(sock)
-        except TimeoutError:
-            return -1
-        except OSError:
-            return None
+    answer = _exchange(port, request, timeout)
+    if answer is None:
+        return -1
     status = re.match(rb"HTTP/1\.[01] (\d{3}) ", answer)
     return int(status.group(1)) if status else None
+
+
+def _exchange(port: int, data: bytes, timeout: float) -> bytes | None:
+    """Send ``data`` to 127.0.0.1:``port``, end our side, and read until the server closes: what
+    it sent (empty where it cut us while we sent), ``None`` when nothing ended within ``timeout``."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        try:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            return _read_all(sock)
+        except TimeoutError:
+            return None
+        except OSError:  # cut while we sent: a stranger is owed nothing
+            return b""
 
 
 def _read_all(sock: socket.socket) -> bytes:

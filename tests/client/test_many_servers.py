@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -43,9 +43,11 @@ def servers(data_dir: Path) -> Iterator[list[ServerProcess]]:
         server.stop()
 
 
-def epoch(address: str | list[str], *, after_batch=lambda i: None) -> tuple[list[tuple[torch.Tensor, ...]], list[float]]:
+def epoch(
+    address: str | list[str], *, shared_memory: bool = False, after_batch: Callable[[int], None] = lambda i: None
+) -> tuple[list, list[float]]:
     """Every batch of one epoch (n_id, edge_index, x) and how long each took to arrive."""
-    fs, gs = connect(address, shared_memory=False, retry_timeout=30)
+    fs, gs = connect(address, shared_memory=shared_memory, retry_timeout=30)
     sampler = RemoteNeighborSampler(fs, [10, 5], seed=11, feature_store=fs)
     loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(NODES), batch_size=BATCH)
     batches, waits, last = [], [], time.monotonic()
@@ -64,12 +66,13 @@ def assert_same(batches: list, reference: list) -> None:
         assert all(torch.equal(g, w) for g, w in zip(got, want)), f"batch {i} differs"
 
 
+@pytest.mark.parametrize("shared_memory", [False, True], ids=["data-port", "shared-memory"])
 def test_calls_spread_over_every_server_and_each_batch_is_the_one_server_makes(
-    servers: list[ServerProcess], graph: Data
+    servers: list[ServerProcess], graph: Data, shared_memory: bool
 ) -> None:
     reference, _ = epoch(servers[0].address)
     before = [requests_made(s.address, SAMPLE) for s in servers]
-    batches, _ = epoch([s.address for s in servers])
+    batches, _ = epoch([s.address for s in servers], shared_memory=shared_memory)
     answered = [requests_made(s.address, SAMPLE) - b for s, b in zip(servers, before)]
     print(f"sampling calls answered by each server: {answered}")
     assert sum(answered) == len(reference) and min(answered) >= len(reference) // 4, answered
