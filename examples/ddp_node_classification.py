@@ -1,8 +1,10 @@
-"""Node classification on several trainer processes (DDP), each connected to the same server.
+"""Node classification on several trainer processes (DDP), each connected to the same servers.
 
-Start a server as for ``node_classification.py``, then:
+Start a server as for ``node_classification.py`` (or several ``--read-only`` ones over its data
+directory), then:
 
     python examples/ddp_node_classification.py --address 127.0.0.1:50051 --world-size 2
+    python examples/ddp_node_classification.py --address 127.0.0.1:50051 127.0.0.1:50052
 
 Each rank trains on its own part of the training seeds (``split_for_rank``: exactly
 ``world_size`` parts whose sizes differ by at most one, so every seed is trained once an
@@ -41,7 +43,7 @@ def train(rank: int, args: argparse.Namespace, port: int) -> None:
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                             init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.world_size)
     torch.manual_seed(rank)  # each rank shuffles its own part its own way
-    fs, gs = connect(args.address, timeout=60)
+    fs, gs = connect(args.address[0] if len(args.address) == 1 else args.address, timeout=60)
     num_features = fs.get_tensor_size(group_name=None, attr_name="x")[1]
     y = fs.get_tensor(group_name=None, attr_name="y", index=None)
     ids = torch.arange(y.numel())
@@ -108,7 +110,8 @@ def accuracy(model: torch.nn.Module, fs: object, gs: object, seeds: torch.Tensor
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--address", default="127.0.0.1:50051", help="host:port of gnnstore serve")
+    parser.add_argument("--address", nargs="+", default=["127.0.0.1:50051"],
+                        help="host:port of gnnstore serve; several: calls go round robin over them")
     parser.add_argument("--world-size", type=int, default=2, help="trainer processes")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--epochs", type=int, default=3)

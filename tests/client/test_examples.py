@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from served import ServerProcess, ingest, requests_made, start_server
 
 from gnnstore.ingest.generator import generate_graph
-from served import ServerProcess, ingest, start_server
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -68,14 +68,17 @@ def test_the_ddp_example_trains_every_seed_once_an_epoch_across_ranks(tmp_path: 
     assert train.numel() % 2 == 1
     seeds_out = tmp_path / "seeds"
     seeds_out.mkdir()
-    with start_server(ingest(graph, tmp_path / "data"), "--read-only") as server:
-        result = subprocess.run(
-            [sys.executable, str(EXAMPLES / "ddp_node_classification.py"), "--address", server.address,
+    data_dir = ingest(graph, tmp_path / "data")
+    with start_server(data_dir, "--read-only") as one, start_server(data_dir, "--read-only", name="two") as two:
+        result = subprocess.run(  # the ranks' calls go round robin over both servers
+            [sys.executable, str(EXAMPLES / "ddp_node_classification.py"), "--address", one.address, two.address,
              "--world-size", "2", "--epochs", "3", "--batch-size", "100",  # 7 batches on one rank, 6 on the other
              "--accumulate", "2", "--amp", "--seeds-out", str(seeds_out)],
             capture_output=True, text=True, timeout=600,
         )
+        answered = [requests_made(s.address, "/gnnstore.v1.GraphService/SampleFromNodes") for s in (one, two)]
     assert result.returncode == 0, result.stderr[-3000:]
+    assert min(answered) > 0, f"sampling calls answered by each server: {answered}"
     lines = result.stdout.strip().splitlines()
     losses = [float(line.split("loss ")[1].split(",")[0]) for line in lines if line.startswith("epoch")]
     assert len(losses) == 3 and losses[-1] < losses[0]  # the model trains
