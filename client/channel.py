@@ -130,7 +130,7 @@ class Connection:
         self._tls = _tls_material(tls, client_cert, client_key)
         if token and self._tls is None and not (target.host is not None and is_loopback(target.host)):
             logger.warning("the token to %s travels in plaintext: connect with tls=... where the server has TLS",
-                           address)
+                           target.address)
         self._lock = threading.Lock()
         self._channel: grpc.Channel | None = None
         self._pid: int | None = None
@@ -302,7 +302,7 @@ class Connection:
         """
         served: dict[str, str] = {}
         for server in self.target.servers:
-            with self._new_channel(server, self.target.authority) as channel:
+            with self._new_channel(server, server.rpartition(":")[0].strip("[]")) as channel:
                 stub = admin_pb2_grpc.AdminServiceStub(channel)
                 try:
                     served[server] = stub.Info(admin_pb2.InfoRequest(), timeout=self.timeout,
@@ -382,7 +382,7 @@ class Connection:
             options.append(("grpc.lb_policy_name", "round_robin"))
         if self._tls is None:
             return grpc.insecure_channel(target, options=options)
-        if self.target.balanced:  # a listed target holds addresses: certificates name the host
+        if self.target.balanced:  # a listed target holds addresses: certificates name the first host
             options.append(("grpc.ssl_target_name_override", authority))
         return grpc.secure_channel(target, grpc.ssl_channel_credentials(*self._tls), options=options)
 

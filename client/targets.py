@@ -30,7 +30,8 @@ class Target:
             address); empty for a name gRPC resolves (``dns:``).
         host: the one host every server shares (for the data port and shared memory), or
             ``None`` where the servers are on several hosts or behind a name.
-        authority: the host name TLS checks the servers' certificates against.
+        authority: the host name TLS checks the servers' certificates against: the first
+            listed host, or the ``dns:`` name (replicas share a certificate that names it).
         balanced: several servers: calls go round robin over them.
     """
 

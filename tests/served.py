@@ -6,12 +6,13 @@ The graph goes to the embedded database (LadybugDB) in the data directory, or to
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from neo4j_server import Auth, wipe
 from torch_geometric.data import Data, HeteroData
 
 from gnnstore.backend.server.server_process import ServerProcess
-from gnnstore.client import server_stats
+from gnnstore.client import Connection, server_stats
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.data_dir import open_stores
@@ -65,8 +66,8 @@ def serve_graph(data: Data | HeteroData, folder: Path, *args: str) -> ServerProc
     return start_server(ingest(data, folder / "data"), *args)
 
 
-def requests_made(address: str, method: str) -> int:
+def requests_made(address: str, method: str, **connection: Any) -> int:
     """How many calls of ``method`` (e.g. ``/gnnstore.v1.FeatureService/MultiGet``) the server
-    at ``address`` has answered so far."""
-    stats = server_stats(address).get(method)
+    at ``address`` has answered so far; ``connection``: ``Connection`` arguments (e.g. ``tls``)."""
+    stats = server_stats(Connection(address, **connection) if connection else address).get(method)
     return 0 if stats is None else stats.requests

@@ -11,13 +11,14 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
+from certificates import make_pki
 from served import ServerProcess, ingest, requests_made, serve_graph, start_server
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
 from gnnstore.client import RemoteNeighborSampler, connect
-from gnnstore.common.errors import InvalidRequestError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, PreconditionError, ServerUnavailableError
 from gnnstore.ingest.generator import generate_graph
 
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
@@ -145,3 +146,25 @@ def test_an_aged_connection_is_replaced_without_failing_a_call(data_dir: Path) -
         fs.connection.close()
     finally:
         server.stop()
+
+
+def test_over_tls_every_server_is_checked_against_the_name_the_trainer_uses(
+    servers: list[ServerProcess], data_dir: Path, tmp_path: Path
+) -> None:
+    pki = make_pki(tmp_path / "pki")  # the servers' certificate names localhost and 127.0.0.1
+    tls = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
+    secure = [start_server(data_dir, "--read-only", *tls, name=f"tls-{i}") for i in range(2)]
+    try:
+        named = [f"localhost:{s.address.rpartition(':')[2]}" for s in secure]
+        before = [requests_made(s.address, SAMPLE, tls=pki.ca) for s in secure]
+        fs, gs = connect(named, tls=pki.ca, shared_memory=False)
+        sampler = RemoteNeighborSampler(fs, [10, 5], seed=11, feature_store=fs)
+        loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(NODES), batch_size=BATCH)
+        assert_same([(b.n_id, b.edge_index, b.x) for b in loader], epoch(servers[0].address)[0])
+        assert fs.connection.data_port().fetched > 0  # large replies came through both TLS data ports
+        assert all(requests_made(s.address, SAMPLE, tls=pki.ca) > b for s, b in zip(secure, before))
+        with pytest.raises(ServerUnavailableError, match="TLS"):  # a CA that signed neither
+            connect(named, tls=pki.other_ca)
+    finally:
+        for server in secure:
+            server.stop()
