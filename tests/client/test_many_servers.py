@@ -168,3 +168,13 @@ def test_over_tls_every_server_is_checked_against_the_name_the_trainer_uses(
     finally:
         for server in secure:
             server.stop()
+
+
+def test_a_dns_name_reaches_the_server_behind_it(servers: list[ServerProcess], graph: Data) -> None:
+    port = servers[0].address.rpartition(":")[2]
+    fs, _ = connect(f"dns:///localhost:{port}")  # what a headless Service name is, with one address
+    assert fs.connection.target.balanced and fs.connection.data_port() is None  # a name: no one host
+    out = RemoteNeighborSampler(fs, [5], seed=1, feature_store=fs).sample_from_nodes(
+        NodeSamplerInput(None, torch.arange(10)))
+    assert torch.equal(fs.get_tensor(group_name=None, attr_name="x", index=out.node), graph.x[out.node])
+    fs.connection.close()
