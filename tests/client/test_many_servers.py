@@ -17,7 +17,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.client import RemoteNeighborSampler, connect
+from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
 from gnnstore.common.errors import InvalidRequestError, PreconditionError, ServerUnavailableError
 from gnnstore.ingest.generator import generate_graph
 
@@ -45,12 +45,17 @@ def servers(data_dir: Path) -> Iterator[list[ServerProcess]]:
 
 
 def epoch(
-    address: str | list[str], *, shared_memory: bool = False, after_batch: Callable[[int], None] = lambda i: None
+    address: str | list[str], *, shared_memory: bool = False, prefetch: bool = False,
+    after_batch: Callable[[int], None] = lambda i: None,
 ) -> tuple[list, list[float]]:
-    """Every batch of one epoch (n_id, edge_index, x) and how long each took to arrive."""
+    """Every batch of one epoch (n_id, edge_index, x) and how long each took to arrive;
+    ``prefetch``: through a ``Prefetcher`` (3 batches in flight; its seeds from torch's seed 0)."""
     fs, gs = connect(address, shared_memory=shared_memory, retry_timeout=30)
     sampler = RemoteNeighborSampler(fs, [10, 5], seed=11, feature_store=fs)
     loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(NODES), batch_size=BATCH)
+    if prefetch:
+        torch.manual_seed(0)
+        loader = Prefetcher(loader, depth=3)
     batches, waits, last = [], [], time.monotonic()
     for i, batch in enumerate(loader):
         waits.append(time.monotonic() - last)
@@ -82,10 +87,11 @@ def test_calls_spread_over_every_server_and_each_batch_is_the_one_server_makes(
         assert torch.equal(x, graph.x[n_id])
 
 
+@pytest.mark.parametrize("prefetch", [False, True], ids=["plain", "prefetch"])
 def test_a_server_killed_mid_epoch_costs_a_retry_not_a_batch_and_is_called_again_once_back(
-    servers: list[ServerProcess], data_dir: Path
+    servers: list[ServerProcess], data_dir: Path, prefetch: bool
 ) -> None:
-    reference, _ = epoch(servers[0].address)
+    reference, _ = epoch(servers[0].address, prefetch=prefetch)
     victim = servers[1]
     port = victim.address.rpartition(":")[2]
     killed_at: list[float] = []
@@ -96,7 +102,7 @@ def test_a_server_killed_mid_epoch_costs_a_retry_not_a_batch_and_is_called_again
             victim.proc.wait()
             killed_at.append(time.monotonic())
 
-    batches, waits = epoch([s.address for s in servers], after_batch=kill)
+    batches, waits = epoch([s.address for s in servers], prefetch=prefetch, after_batch=kill)
     assert killed_at, "the epoch ended before the kill"
     assert_same(batches, reference)  # every seed once, every batch as undisturbed
     longest = max(waits[6:])
@@ -106,7 +112,7 @@ def test_a_server_killed_mid_epoch_costs_a_retry_not_a_batch_and_is_called_again
     victim.stop()
     servers[1] = start_server(data_dir, "--read-only", "--port", port, name="server-back")
     before = requests_made(servers[1].address, SAMPLE)
-    batches, _ = epoch([s.address for s in servers])
+    batches, _ = epoch([s.address for s in servers], prefetch=prefetch)
     assert_same(batches, reference)
     assert requests_made(servers[1].address, SAMPLE) > before, "the server back on its port got no call"
 
