@@ -4,6 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import warm_launcher
+
+from gnnstore.backend.server.server_process import ServerProcess
 
 CORA_RAW = Path(__file__).resolve().parent / "data" / "planetoid" / "Cora" / "raw"
 
@@ -14,6 +17,12 @@ def cora_raw() -> Path:
     if not CORA_RAW.is_dir():
         pytest.fail(f"Cora is missing: expected {CORA_RAW}")
     return CORA_RAW
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_servers() -> None:
+    """Every ``ServerProcess`` of the session forks from a process that imported the server once."""
+    ServerProcess.spawn = warm_launcher.spawn
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -43,6 +43,10 @@ class ServerProcess:
         PreconditionError: the server exited or stayed silent; the message holds its log.
     """
 
+    spawn: Callable[..., subprocess.Popen] = subprocess.Popen
+    """Starts the child: ``subprocess.Popen`` or a stand-in with its interface (the test suite
+    forks its servers from a process that imported the server once: ``tests/warm_launcher.py``)."""
+
     def __init__(
         self,
         data_dir: Path,
@@ -59,7 +63,7 @@ class ServerProcess:
             "--data-dir", str(self.data_dir), "--host", "127.0.0.1", "--port", "0", *args,
         ]
         self._stderr: IO[str] = open(self.log, "w")
-        self.proc = subprocess.Popen(
+        self.proc = type(self).spawn(
             command, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
             env={**os.environ, **(env or {})},
         )
