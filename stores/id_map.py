@@ -195,12 +195,7 @@ class IdMap(RocksDBHandle):
                 wb.put(r, e)
             new_info.n += int(new_ids.size)
         wb.put(_type_key(node_type), new_info.to_json())
-        try:
-            with disk_full_as_error("id map's new keys"):
-                self._db.write(wb)
-        except ResourceExhaustedError:
-            self._failed_write = True
-            raise
+        self._write(wb)
         self._types[node_type] = new_info
         logger.info("id map %r: %d new ids (now %d)", node_type, new_info.n - info.n, new_info.n)
         return torch.from_numpy(ids)
@@ -230,12 +225,7 @@ class IdMap(RocksDBHandle):
             )
         new_info = _TypeInfo(info.slot, max(info.n, int(n)), max(info.identity, int(n)))
         wb.put(_type_key(node_type), new_info.to_json())
-        try:
-            with disk_full_as_error("id map's new keys"):
-                self._db.write(wb)
-        except ResourceExhaustedError:
-            self._failed_write = True
-            raise
+        self._write(wb)
         self._types[node_type] = new_info
 
     # ---- internals -------------------------------------------------------------------------
@@ -267,6 +257,15 @@ class IdMap(RocksDBHandle):
             self._db = open_rdict(self.path, read_only=False, what="id map")
             self._failed_write = False
             logger.info("id map reopened after a write that found the disk full")
+
+    def _write(self, wb: WriteBatch) -> None:
+        """Write ``wb``; a full disk raises ``ResourceExhaustedError`` and the next write reopens the map."""
+        try:
+            with disk_full_as_error("id map's new keys"):
+                self._db.write(wb)
+        except ResourceExhaustedError:
+            self._failed_write = True
+            raise
 
     def _next_slot(self, wb: WriteBatch) -> int:
         raw = self._db.get(_NEXT_SLOT)
