@@ -21,6 +21,8 @@ COMMANDS = {  # name -> (module:attribute, the one line `gnnstore --help` shows)
     "neo4j-adopt": ("gnnstore.ingest.cli:adopt_command", "Make a graph imported by neo4j-admin a gnnstore graph."),
     "migrate": ("gnnstore.ingest.cli:migrate_command", "Convert a data directory's graph to another engine."),
     "serve": ("gnnstore.backend.server.serve_cli:serve_command", "Serve a data directory over gRPC."),
+    "snapshot": ("gnnstore.backend.server.snapshot_cli:snapshot_command",
+                 "Prepare a data directory for servers that may not write it."),
     "demo": ("gnnstore.demo_command:demo_command", "Generate, ingest, serve and train GraphSAGE, end to end."),
 }
 

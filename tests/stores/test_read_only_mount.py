@@ -24,11 +24,12 @@ def graph() -> Data:
 
 @pytest.fixture(scope="module")
 def read_only_dir(graph: Data, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A data directory served once (snapshot and feature tier built), then bind-mounted read-only."""
+    """A data directory prepared (snapshot and feature tier built), then bind-mounted read-only."""
     folder = tmp_path_factory.mktemp("ro-mount")
     data_dir = ingest(graph, folder / "data")
-    with ServerProcess(data_dir, "--read-only", log=folder / "prepare.log"):
-        pass
+    prepared = _gnnstore("snapshot", "prepare", "--data-dir", str(data_dir))
+    assert prepared.returncode == 0 and prepared.stdout.startswith(f"prepared {data_dir} | snapshot "), prepared.stderr
+    assert "300 nodes" in prepared.stdout
     mount = folder / "mounted"
     mount.mkdir()
     done = subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(mount)], capture_output=True, text=True)
