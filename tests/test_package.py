@@ -37,7 +37,8 @@ def test_the_wheel_installed_alone_runs_the_demo(tmp_path: Path) -> None:
         assert needed in names, needed
     with tarfile.open(sdist) as archive:
         carried = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    assert {"docker/Dockerfile", "pyproject.toml", "proto/graph.proto", "mkdocs.yml", "CHANGELOG.md"} <= carried
+    assert {"docker/Dockerfile", "pyproject.toml", "proto/graph.proto", "mkdocs.yml", "CHANGELOG.md",
+            "deploy/kubernetes/servers.yaml"} <= carried
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
