@@ -145,13 +145,12 @@ def _zygote_main(fd: int) -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the test process gone: so are we
     import warnings
 
-    warnings.simplefilter("ignore")  # torch's import-time FutureWarnings: the servers print their own
-    import torch  # noqa: F401
+    with warnings.catch_warnings():  # torch's import-time FutureWarnings: the servers print their own
+        warnings.simplefilter("ignore")
+        import torch  # noqa: F401
 
-    import gnnstore.backend.server.server  # noqa: F401
-    import gnnstore.cli  # noqa: F401
-
-    warnings.resetwarnings()
+        import gnnstore.backend.server.server  # noqa: F401
+        import gnnstore.cli  # noqa: F401
     sock = socket.socket(fileno=fd)
     while True:
         message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
