@@ -116,6 +116,7 @@ def _serve(request: dict, stdout_fd: int, stderr_fd: int) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     for fd, target in ((devnull, 0), (stdout_fd, 1), (stderr_fd, 2)):
         os.dup2(fd, target)
+        os.close(fd)  # only 0, 1 and 2 stay open, as in a process Popen starts
     # New stream objects, as a starting interpreter makes: the zygote's knew other files
     sys.stdin = sys.__stdin__ = open(0, closefd=False)
     sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)
