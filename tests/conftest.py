@@ -22,7 +22,7 @@ def cora_raw() -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def warm_servers() -> None:
     """Every ``ServerProcess`` of the session forks from a process that imported the server once."""
-    ServerProcess.spawn = warm_launcher.spawn
+    ServerProcess.spawn = warm_launcher.popen
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 import pytest
+import warm_launcher
 from served import ServerProcess, ingest, start_server
 
 from gnnstore.cli import COMMANDS, cli
@@ -90,7 +91,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 def test_the_training_script_trains_against_a_server(page: Path, server: ServerProcess, tmp_path: Path) -> None:
     (script,) = [block for block in _blocks(page, "python") if "for batch in loader" in block]
     script = script.replace("127.0.0.1:50051", server.address) + "\nprint('loss', float(loss))\n"
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    done = warm_launcher.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                           env={**os.environ, "GNNSTORE_ADDRESS": server.address})
     assert done.returncode == 0, done.stderr[-3000:]
     loss = float(re.findall(r"^loss (\S+)$", done.stdout, flags=re.M)[-1])

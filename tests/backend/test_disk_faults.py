@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import warm_launcher
 from served import ServerProcess, ingest
 
 from gnnstore.client import GraphWriter, connect
@@ -76,7 +77,7 @@ def test_start_up_on_a_full_disk_exits_with_a_message(small_disk: Callable[[int]
     disk = small_disk(64 << 20)
     data_dir = ingest(generate_graph(3000, 8.0, 16, 3, seed=4), disk / "data")
     _fill(disk, leave=16 << 10)
-    done = subprocess.run(
+    done = warm_launcher.run(
         [sys.executable, "-m", "gnnstore", "serve", "--data-dir", str(data_dir), "--port", "0", "--read-only"],
         capture_output=True, text=True, timeout=120,
     )

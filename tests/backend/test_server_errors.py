@@ -11,6 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 import torch
+import warm_launcher
 from served import ServerProcess, ingest
 from torch_geometric.data import HeteroData
 from torch_geometric.sampler import NodeSamplerInput
@@ -204,7 +205,7 @@ def test_a_stopped_server_is_unavailable_within_the_deadline_and_the_retry_budge
 
 
 def _serve_exit(data_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return warm_launcher.run(
         [sys.executable, "-m", "gnnstore", "serve", "--data-dir", str(data_dir), "--port", "0"],
         capture_output=True, text=True, timeout=300,
     )

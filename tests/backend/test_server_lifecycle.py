@@ -3,21 +3,21 @@ closes its store under a running write."""
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
+import warm_launcher
+from served import ServerProcess, ingest
 from torch_geometric.sampler import NodeSamplerInput
 
 from gnnstore.client import Connection, RemoteNeighborSampler, connect
+from gnnstore.common.errors import ServerUnavailableError
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.proto import admin_pb2
-from gnnstore.common.errors import ServerUnavailableError
 from gnnstore.stores.data_dir import open_stores
-from served import ServerProcess, ingest
 
 CHILD = """
 import sys, torch
@@ -41,7 +41,7 @@ def test_segments_of_clients_that_exited_are_unmapped(tmp_path: Path) -> None:
         fs, _ = connect(server.address, shared_memory=True)
         sampler = RemoteNeighborSampler(fs, [3, 2])  # no rows held for a loader: one segment, reused
         for _ in range(3):  # clients churning, one after another
-            subprocess.run([sys.executable, "-c", CHILD, server.address], check=True, timeout=120)
+            warm_launcher.run([sys.executable, "-c", CHILD, server.address], check=True, timeout=120)
             assert _mapped(server.address) >= 1  # the child's segment, until a sweep sees it gone
             time.sleep(1.1)  # mappings are swept at most once a second, when a request comes
             batch = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=torch.arange(4)))

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_launcher
 from PIL import Image
 
 from gnnstore.demo import DemoSettings, run_demo
@@ -42,7 +42,7 @@ def test_demo_trains_a_generated_graph_well_above_chance_and_leaves_its_report(t
 @pytest.mark.parametrize("verbose", [False, True])
 def test_the_demo_command_shows_gnnstores_logs_only_when_verbose(tmp_path: Path, verbose: bool) -> None:
     args = ["--nodes", "600", "--epochs", "1", "--batch-size", "200", "--report-dir", str(tmp_path)]
-    result = subprocess.run([sys.executable, "-m", "gnnstore", "demo", *args, *(["-v"] * verbose)],
+    result = warm_launcher.run([sys.executable, "-m", "gnnstore", "demo", *args, *(["-v"] * verbose)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert ("INFO gnnstore." in result.stderr) == verbose, result.stderr

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+import warm_launcher
 from served import ServerProcess, ingest, requests_made, start_server
 
 from gnnstore.ingest.generator import generate_graph
@@ -44,7 +44,7 @@ def test_example_trains_against_the_server_and_saves_its_report(
     request: pytest.FixtureRequest, server: str, script: str, args: list[str], final: str, tmp_path: Path
 ) -> None:
     address = request.getfixturevalue(server).address
-    result = subprocess.run(
+    result = warm_launcher.run(
         [sys.executable, str(EXAMPLES / script), "--address", address, *args,
          "--report-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=300,
@@ -70,7 +70,7 @@ def test_the_ddp_example_trains_every_seed_once_an_epoch_across_ranks(tmp_path: 
     seeds_out.mkdir()
     data_dir = ingest(graph, tmp_path / "data")
     with start_server(data_dir, "--read-only") as one, start_server(data_dir, "--read-only", name="two") as two:
-        result = subprocess.run(  # the ranks' calls go round robin over both servers
+        result = warm_launcher.run(  # the ranks' calls go round robin over both servers
             [sys.executable, str(EXAMPLES / "ddp_node_classification.py"), "--address", one.address, two.address,
              "--world-size", "2", "--epochs", "3", "--batch-size", "100",  # 7 batches on one rank, 6 on the other
              "--accumulate", "2", "--amp", "--seeds-out", str(seeds_out)],

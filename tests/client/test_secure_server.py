@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+import warm_launcher
 from certificates import Pki, make_pki
 from grpc_health.v1 import health_pb2
 from served import ServerProcess, ingest, start_server
@@ -280,7 +281,7 @@ def _sample_request(seeds: torch.Tensor, seed: int) -> graph_pb2.SampleFromNodes
 
 def _serve(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k != "GNNSTORE_AUTH_TOKENS"}
-    return subprocess.run(
+    return warm_launcher.run(
         [sys.executable, "-m", "gnnstore", "serve", "--data-dir", str(data_dir), "--port", "0", *args],
         capture_output=True, text=True, timeout=60, env={**environ, **(env or {})},
     )

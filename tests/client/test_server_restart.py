@@ -10,7 +10,6 @@ itself killed and resumes from its checkpoint, and a link loader's epoch resumed
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_launcher
 from served import ServerProcess, ingest
 from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader, NodeLoader
@@ -222,7 +222,7 @@ for batch in pf:
 
 def train(address: str, folder: Path, crash_after: int, resume: Path | None = None) -> list[dict]:
     folder.mkdir()
-    result = subprocess.run(
+    result = warm_launcher.run(
         [sys.executable, "-c", TRAINER, address, str(folder), str(crash_after), str(resume or "-")],
         capture_output=True, text=True, timeout=300,
     )

@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
 
 import pandas as pd
 import pytest
 import torch
+import warm_launcher
 from click.testing import CliRunner
 
-from gnnstore.ingest.cli import Target, ingest_command, resolve_target
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.ingest.cli import Target, ingest_command, resolve_target
 from gnnstore.stores.data_dir import open_stores
 from gnnstore.stores.neo4j_attached import AttachedSchema
 
@@ -94,7 +94,7 @@ def test_help_shows_the_default_data_dir():
 def test_malformed_file_is_one_line_on_stderr_exit_1_and_nothing_stored(tmp_path):
     (tmp_path / "nodes.csv").write_text("key,f0\n1,0.5\n2,zero\n")
     data_dir = tmp_path / "data"
-    proc = subprocess.run(
+    proc = warm_launcher.run(
         [sys.executable, "-m", "gnnstore", "ingest", "files", "--nodes", str(tmp_path / "nodes.csv"),
          "--data-dir", str(data_dir)],
         capture_output=True, text=True, timeout=120,
@@ -133,7 +133,7 @@ def test_unreachable_neo4j_is_one_line_and_nothing_is_written(tmp_path):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # nothing listens there once closed
     data_dir = tmp_path / "data"
-    proc = subprocess.run(
+    proc = warm_launcher.run(
         [sys.executable, "-m", "gnnstore", "ingest", "generate", "--nodes", "50", "--data-dir", str(data_dir),
          "--graph-backend", "neo4j", "--neo4j-uri", f"bolt://127.0.0.1:{port}"],
         capture_output=True, text=True, timeout=120,

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import warm_launcher
 from neo4j import GraphDatabase
+from served import start_neo4j_server, start_server
 from torch_geometric.loader import NodeLoader
 
 from gnnstore.client import EdgeFeatures, RemoteNeighborSampler, connect
@@ -18,7 +20,6 @@ from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.ingest import neo4j_attach
 from gnnstore.ingest.neo4j_attach import read_neo4j_graph, read_spec
 from gnnstore.stores.data_dir import GRAPH, GRAPH_EDGES, open_stores
-from served import start_neo4j_server, start_server
 
 pytestmark = pytest.mark.neo4j
 
@@ -104,7 +105,7 @@ def fingerprint(uri: str, auth: object) -> list:
 
 def attach(uri: str, auth: object, spec: Path, data_dir: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "GNNSTORE_NEO4J_USER": auth[0], "GNNSTORE_NEO4J_PASSWORD": auth[1]} if auth else os.environ
-    return subprocess.run(
+    return warm_launcher.run(
         [sys.executable, "-m", "gnnstore", "attach", "neo4j", "--spec", str(spec), "--data-dir", str(data_dir),
          "--neo4j-uri", uri], capture_output=True, text=True, timeout=600, env=env,
     )

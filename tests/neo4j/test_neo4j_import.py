@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import warm_launcher
 from graph_store_contract import random_coo
 from neo4j_server import LocalNeo4j
 from served import start_neo4j_server
@@ -103,7 +103,7 @@ def test_ingest_to_import_files_then_adopt_then_serve(tmp_path: Path) -> None:
     """The user's path: `gnnstore ingest --neo4j-import-dir`, neo4j-admin, `gnnstore neo4j-adopt`,
     `gnnstore serve`; a trainer then samples the imported graph with the ingested features."""
     data_dir, files = tmp_path / "data", tmp_path / "import"
-    ingest = subprocess.run(
+    ingest = warm_launcher.run(
         [sys.executable, "-m", "gnnstore", "ingest", "generate", "--nodes", "300", "--avg-degree", "4",
          "--features", "8", "--classes", "3", "--data-dir", str(data_dir), "--graph-backend", "neo4j",
          "--neo4j-import-dir", str(files)],
@@ -112,7 +112,7 @@ def test_ingest_to_import_files_then_adopt_then_serve(tmp_path: Path) -> None:
     assert ingest.returncode == 0, ingest.stderr[-2000:]
     assert "neo4j-admin database import full neo4j --id-type=integer" in ingest.stdout
     assert "gnnstore neo4j-adopt --import-dir" in ingest.stdout
-    refused = subprocess.run([sys.executable, "-m", "gnnstore", "ingest", "generate", "--nodes", "10",
+    refused = warm_launcher.run([sys.executable, "-m", "gnnstore", "ingest", "generate", "--nodes", "10",
                               "--data-dir", str(tmp_path / "other"), "--neo4j-import-dir", str(tmp_path / "f")],
                              capture_output=True, text=True, timeout=300)
     assert refused.returncode == 1 and "add --graph-backend neo4j" in refused.stderr
@@ -121,7 +121,7 @@ def test_ingest_to_import_files_then_adopt_then_serve(tmp_path: Path) -> None:
     neo4j.admin(admin_import_args(files))
     neo4j.start()
     try:
-        adopt = subprocess.run([sys.executable, "-m", "gnnstore", "neo4j-adopt", "--import-dir", str(files),
+        adopt = warm_launcher.run([sys.executable, "-m", "gnnstore", "neo4j-adopt", "--import-dir", str(files),
                                 "--neo4j-uri", neo4j.uri], capture_output=True, text=True, timeout=300)
         assert adopt.returncode == 0, adopt.stderr[-2000:]
         assert "adopted the imported graph" in adopt.stdout

@@ -14,6 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+import warm_launcher
 from graph_store_contract import random_coo
 from neo4j import GraphDatabase
 from neo4j.exceptions import Neo4jError
@@ -93,7 +94,7 @@ def test_killed_put_keeps_the_previous_edges_until_the_next_put(neo4j_clean: tup
         store.put_edge_index(OLD, ET, "coo", size=(30, 30))
         version = store.version()
         arg = json.dumps([uri, auth, NEW[0].tolist(), NEW[1].tolist()])
-        child = subprocess.Popen([sys.executable, "-c", CHILD, arg], stdout=subprocess.PIPE, text=True)
+        child = warm_launcher.popen([sys.executable, "-c", CHILD, arg], stdout=subprocess.PIPE, text=True)
         try:
             assert child.stdout.readline().strip() == MID_PUT, "the child ended before its first batch"
             assert relationship_count(uri, auth) == 90  # 10 new edges are written ...

@@ -2,18 +2,18 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+import warm_launcher
+from served import ingest, ingest_into_neo4j, start_neo4j_server
 from torch_geometric.loader import LinkNeighborLoader, NodeLoader
 
 from gnnstore.client import RemoteNeighborSampler, connect, server_info
-from gnnstore.ingest.generator import generate_graph
 from gnnstore.common.errors import InvalidRequestError
-from served import ingest, ingest_into_neo4j, start_neo4j_server
+from gnnstore.ingest.generator import generate_graph
 
 pytestmark = pytest.mark.neo4j
 
@@ -49,7 +49,7 @@ def test_unreachable_neo4j_exits_with_what_to_do(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # nothing listens there once closed
-    result = subprocess.run(
+    result = warm_launcher.run(
         [sys.executable, "-m", "gnnstore", "serve", "--data-dir", str(data_dir), "--port", "0",
          "--graph-backend", "neo4j", "--neo4j-uri", f"bolt://127.0.0.1:{port}"],
         capture_output=True, text=True, timeout=300,

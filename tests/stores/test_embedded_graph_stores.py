@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_launcher
 from graph_store_contract import HETERO, GraphStoreContract, random_coo, stored_edges
 
 from gnnstore.common.errors import PreconditionError
@@ -83,7 +84,7 @@ def test_reopen_in_a_new_process_gives_the_same_edges(tmp_path: Path, kind: type
             "streamed = {a.edge_type: [torch.cat(p) for p in zip(*s.iter_edge_index(a.edge_type, 7))]"
             " for a in s.get_all_edge_attrs()}\n"
             "torch.save((stored_edges(s), s.version(), streamed), sys.argv[2])")
-    subprocess.run([sys.executable, "-c", code, str(path), str(saved)], check=True, timeout=120,
+    warm_launcher.run([sys.executable, "-c", code, str(path), str(saved)], check=True, timeout=120,
                    cwd=Path(__file__).parent)
     after, got_version, streamed = torch.load(saved)
     assert got_version == version
@@ -129,7 +130,7 @@ def test_killed_writer_leaves_a_whole_previous_state(tmp_path: Path, kind: type[
         store.put_edge_index((torch.zeros(5, dtype=torch.long), torch.arange(5)), ("a", "r", "b"),
                              "coo")
     writer = WRITER.format(store=_in_child(kind))
-    proc = subprocess.Popen([sys.executable, "-c", writer, str(path)], stdout=subprocess.PIPE, text=True)
+    proc = warm_launcher.popen([sys.executable, "-c", writer, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "1"
         time.sleep(0.4)
@@ -186,7 +187,7 @@ def test_edge_files_take_one_writer_at_a_time(tmp_path: Path) -> None:
     with EdgeFileGraphStore(path) as store:
         store.put_edge_index(random_coo(4, 4, 10), None, "coo", size=(4, 4))
         code = f"from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore as S\nS({str(path)!r})"
-        other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        other = warm_launcher.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert other.returncode != 0 and "open for writing by another process" in other.stderr
         with EdgeFileGraphStore(path, read_only=True) as reader:  # readers need no lock
             assert reader.version() == store.version()

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import warm_launcher
 
 from gnnstore.common.errors import PreconditionError
 from gnnstore.stores.data_dir import GRAPH_ENGINE, graph_kind
@@ -51,14 +52,14 @@ with open_stores(sys.argv[1], engine="kuzu") as stores:
 
 
 def _python(code: str, *args: object, **kwargs: object) -> str:
-    done = subprocess.run([sys.executable, "-W", "ignore", "-c", code, *map(str, args)], capture_output=True,
+    done = warm_launcher.run([sys.executable, "-W", "ignore", "-c", code, *map(str, args)], capture_output=True,
                           text=True, timeout=300, **kwargs)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
 
 
 def _gnnstore(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-W", "ignore", "-m", "gnnstore", *map(str, args)], capture_output=True,
+    return warm_launcher.run([sys.executable, "-W", "ignore", "-m", "gnnstore", *map(str, args)], capture_output=True,
                           text=True, timeout=300)
 
 
@@ -121,7 +122,7 @@ def test_a_migration_killed_at_any_point_leaves_the_old_graph_serving(kuzu_dir: 
     work = data_dir / "graph-migration"
     # killed as soon as each step shows on disk: reading the old graph, writing the new, renamed in
     for step in (work / "dump", work / "graph.lbug", data_dir / "graph.lbug"):
-        proc = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "gnnstore", "migrate", "--data-dir",
+        proc = warm_launcher.popen([sys.executable, "-W", "ignore", "-m", "gnnstore", "migrate", "--data-dir",
                                  str(data_dir), "--to", "ladybug"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
         while not step.exists() and proc.poll() is None and time.monotonic() < deadline:

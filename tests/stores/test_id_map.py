@@ -1,13 +1,13 @@
 """IdMap: dense ids per node type for int and str keys, exact, atomic and persistent."""
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import warm_launcher
 
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.stores.id_map import IdMap
@@ -169,7 +169,7 @@ def test_reopen_in_a_new_process_gives_the_same_map(tmp_path: Path) -> None:
             "m = IdMap(sys.argv[1], read_only=True)\n"
             "print(repr([(t, m.to_keys(t, list(range(m.num_nodes(t))))) for t in m.node_types()]))\n"
             "print(m.to_ids('user', ['5', 5]).tolist())")
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+    out = warm_launcher.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                          timeout=60, check=True).stdout.splitlines()
     assert eval(out[0]) == [("user", ["a", 5, "5"]), (None, list(range(100, 0, -1))),
                             ("paper", [0, 1, 2])]

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_launcher
+from served import ServerProcess, ingest
 from torch_geometric.data import Data
 from torch_geometric.sampler import NodeSamplerInput
 
 from gnnstore.client import RemoteNeighborSampler, connect
 from gnnstore.ingest.generator import generate_graph
-from served import ServerProcess, ingest
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def read_only_dir(graph: Data, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 def _gnnstore(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gnnstore", *args], capture_output=True, text=True, timeout=300)
+    return warm_launcher.run([sys.executable, "-m", "gnnstore", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_a_prepared_directory_on_a_read_only_mount_is_served(read_only_dir: Path, graph: Data, tmp_path: Path) -> None:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_launcher
+from feature_store_contract import FeatureStoreContract, sample_tensor
 
-from gnnstore.common.errors import PreconditionError
 from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.common.errors import PreconditionError
 from gnnstore.stores import rocksdb_feature_store
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
-
-from feature_store_contract import FeatureStoreContract, sample_tensor
 
 
 class TestRocksDBFeatureStore(FeatureStoreContract):
@@ -26,7 +26,7 @@ class TestRocksDBFeatureStore(FeatureStoreContract):
 
 def run_python(code: str, *args: str) -> str:
     """Run ``code`` in a fresh interpreter and return its stdout."""
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+    out = warm_launcher.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout
@@ -130,7 +130,7 @@ def test_killed_writer_leaves_a_whole_previous_state(tmp_path: Path) -> None:
     path = tmp_path / "f"
     with RocksDBFeatureStore(path) as store:
         store.put_tensor(torch.zeros(50000, 8), group_name="paper", attr_name="x", index=None)
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE,
+    proc = warm_launcher.popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE,
                             text=True)
     try:
         assert proc.stdout.readline().strip() == "1"
