@@ -41,6 +41,11 @@ class ServerConfig:
         neo4j_sampling: ``snapshot`` (sample a memory-mapped copy) or ``live`` (query Neo4j).
         read_only: open the stores read-only (Put and Remove are refused; other readers may
             open the same data directory).
+        replica: serve the data directory beside the primary that writes it (a ``gnnstore serve``
+            without ``replica``), read-only, following its writes: every write the primary
+            acknowledged is served here within ``max_lag_s``.
+        max_lag_s: a replica reports NOT_SERVING (health) while its data trails the primary's
+            by more than this many seconds; it catches up every quarter of it.
         max_message_bytes: send and receive limit per message (at least 256 MiB).
         workers: threads answering calls.
         sampling_threads: threads that one client's sampling calls may use at once (sampling and
@@ -95,6 +100,8 @@ class ServerConfig:
     neo4j_password: str | None = dataclasses.field(default=None, repr=False)
     neo4j_sampling: str = "snapshot"
     read_only: bool = False
+    replica: bool = False
+    max_lag_s: float = 2.0
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     workers: int = 8
     sampling_threads: int = 0
@@ -139,6 +146,11 @@ class ServerConfig:
                 self.max_message_bytes >= MIN_MAX_MESSAGE_BYTES,
                 f"max_message_bytes must be at least {MIN_MAX_MESSAGE_BYTES} (256 MiB), "
                 f"got {self.max_message_bytes}",
+            ),
+            (0.2 <= self.max_lag_s <= 3600, f"max_lag_s must be 0.2 to 3600 seconds, got {self.max_lag_s}"),
+            (
+                not (self.replica and self.graph_backend == "neo4j" and self.neo4j_sampling == "live"),
+                "replica needs a snapshot to follow; a server sampling Neo4j live reads it as it is already",
             ),
             (self.workers >= 1, f"workers must be >= 1, got {self.workers}"),
             (self.sampling_threads >= 0, f"sampling_threads must be >= 0, got {self.sampling_threads}"),

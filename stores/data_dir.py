@@ -67,6 +67,7 @@ def open_stores(
     data_dir: str | os.PathLike,
     *,
     read_only: bool = False,
+    follow: bool = False,
     graph_store: BaseGraphStore | None = None,
     edge_files: bool = False,
     engine: str | None = None,
@@ -78,6 +79,8 @@ def open_stores(
     Args:
         data_dir: the data directory.
         read_only: open every store without the write lock.
+        follow: read-only, and the feature store and id map follow the writes of the process
+            that has them open for writing (``catch_up``): a replica beside its primary.
         edge_files: a graph created here is kept as edge files (``EdgeFileGraphStore``), not
             in a database; a directory that has a graph keeps the kind it has.
         engine: the graph database (``"ladybug"`` or ``"kuzu"``) a graph created here is made
@@ -95,18 +98,19 @@ def open_stores(
             message names the part and what to run.
     """
     root = Path(data_dir)
+    read_only = read_only or follow
     parts = (FEATURES, IDMAP) if graph_store is not None else (GRAPH, FEATURES, IDMAP)
     owned: list = [] if graph_store is None else [graph_store]
     try:
         _check_parts(root, parts, read_only)
         try:
-            features = RocksDBFeatureStore(root / FEATURES, read_only=read_only)
+            features = RocksDBFeatureStore(root / FEATURES, read_only=read_only, follow=follow)
             owned.append(features)
             graph = graph_store
             if graph is None:
                 graph = _open_graph(root, read_only, edge_files, engine)
                 owned.append(graph)
-            id_map = IdMap(root / IDMAP, read_only=read_only)
+            id_map = IdMap(root / IDMAP, read_only=read_only, follow=follow)
         except PreconditionError as exc:
             # No advice to re-ingest: the store may be healthy and only locked or unreadable here.
             raise PreconditionError(f"data directory {root}: {exc}") from exc

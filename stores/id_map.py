@@ -73,20 +73,23 @@ class IdMap(RocksDBHandle):
         path: the RocksDB directory (created when missing unless ``read_only``).
         read_only: open without the write lock; ``map_keys`` and ``identity`` then raise
             ``PreconditionError``.
+        follow: read-only, following another process's writes (``catch_up``).
     """
 
-    def __init__(self, path: str | os.PathLike, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, *, read_only: bool = False, follow: bool = False) -> None:
         self.path = Path(path)
-        self.read_only = read_only
-        self._db = open_rdict(self.path, read_only=read_only, what="id map")
+        self.read_only = read_only or follow
+        self._db = open_rdict(self.path, read_only=self.read_only, what="id map", follow=follow)
         self._failed_write = False  # RocksDB refuses every write after one failed, until reopened
+        self._types: dict[NodeType | None, _TypeInfo] = {}
+        self._caught_up()
+
+    def _caught_up(self) -> None:
         types = {
             json.loads(key[len(_TYPE):]): _TypeInfo.from_json(value)
             for key, value in scan_prefix(self._db, _TYPE)
         }
-        self._types: dict[NodeType | None, _TypeInfo] = dict(
-            sorted(types.items(), key=lambda kv: kv[1].slot)
-        )
+        self._types = dict(sorted(types.items(), key=lambda kv: kv[1].slot))
 
     def __repr__(self) -> str:
         return f"IdMap({str(self.path)!r})"

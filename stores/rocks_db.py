@@ -31,8 +31,12 @@ def rocksdb_options() -> Options:
     return opts
 
 
-def open_rdict(path: str | os.PathLike, *, read_only: bool, what: str) -> Rdict:
+def open_rdict(path: str | os.PathLike, *, read_only: bool, what: str, follow: bool = False) -> Rdict:
     """Open the RocksDB at ``path`` (created when missing unless ``read_only``).
+
+    With ``follow`` (and ``read_only``) it is a RocksDB *secondary instance*: it reads the
+    files the writer of ``path`` writes and sees its later writes after ``try_catch_up_with_primary``
+    (its own info log goes to a temporary folder, removed when the process exits).
 
     Raises:
         PreconditionError: a read-only open of a missing database, a database locked by
@@ -41,8 +45,11 @@ def open_rdict(path: str | os.PathLike, *, read_only: bool, what: str) -> Rdict:
     path = Path(path)
     if read_only and not (path / "CURRENT").is_file():
         raise PreconditionError(f"{what} {path} does not exist (run `gnnstore ingest` first)")
-    access = AccessType.read_only(False) if read_only else AccessType.read_write()
-    opened = _read_only_view(path) if read_only and not os.access(path, os.W_OK) else path
+    if follow:
+        access = AccessType.secondary(_temporary_folder("gnnstore-secondary-"))
+    else:
+        access = AccessType.read_only(False) if read_only else AccessType.read_write()
+    opened = _read_only_view(path) if read_only and not follow and not os.access(path, os.W_OK) else path
     try:
         return Rdict(
             str(opened), rocksdb_options(),
@@ -67,12 +74,18 @@ def _read_only_view(path: Path) -> Path:
     view takes that write, and RocksDB only reads the real files through the links. The view
     is removed when the process exits.
     """
-    view = Path(tempfile.mkdtemp(prefix="gnnstore-read-only-"))
-    atexit.register(shutil.rmtree, view, True)
+    view = Path(_temporary_folder("gnnstore-read-only-"))
     for entry in path.iterdir():
         if entry.name not in ("LOCK", _ROCKSDICT_CONFIG) and not entry.name.startswith("LOG"):
             (view / entry.name).symlink_to(entry)
     return view
+
+
+def _temporary_folder(prefix: str) -> str:
+    """A new folder, removed when the process exits."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 @contextmanager
@@ -102,6 +115,14 @@ class RocksDBHandle:
     """Lifecycle shared by the stores that own one rocksdict database as ``self._db``."""
 
     read_only: bool
+
+    def catch_up(self) -> None:
+        """Read what the writer of a followed database (``follow=True``) wrote since the last call."""
+        self._db.try_catch_up_with_primary()
+        self._caught_up()
+
+    def _caught_up(self) -> None:
+        """Reload what the store keeps in memory from the database (after ``catch_up``)."""
 
     def close(self) -> None:
         """Flush and close the database; the store is unusable afterwards.

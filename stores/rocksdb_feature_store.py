@@ -133,15 +133,16 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
     Args:
         path: the RocksDB directory (created when missing unless ``read_only``).
         read_only: open without the write lock; puts and removes raise ``PreconditionError``.
+        follow: read-only, following another process's writes (``catch_up``).
     """
 
-    def __init__(self, path: str | os.PathLike, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, *, read_only: bool = False, follow: bool = False) -> None:
         super().__init__()
         self.path = Path(path)
-        self.read_only = read_only
-        self._db = open_rdict(self.path, read_only=read_only, what="feature store")
+        self.read_only = read_only or follow
+        self._db = open_rdict(self.path, read_only=self.read_only, what="feature store", follow=follow)
         self._write_lock = threading.Lock()
-        if not read_only:
+        if not self.read_only:
             self._init_db()
         self._metas = self._load_metas()
 
@@ -165,6 +166,9 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
             self._db.write(wb)
         for leftover in self.path.glob("ingest-*.sst"):
             leftover.unlink()
+
+    def _caught_up(self) -> None:
+        self._metas = self._load_metas()
 
     def _load_metas(self) -> dict[tuple[GroupName, str], _Meta]:
         metas = {}

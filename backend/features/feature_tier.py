@@ -473,6 +473,26 @@ class FeatureTier:
         self._log_live()
         return True
 
+    def follow(self) -> bool:
+        """Open the version ``CURRENT`` names if it is not the live one; return whether it was
+        not. For a replica, whose primary exports the versions (a replica never writes here).
+
+        Raises:
+            PreconditionError: no version was exported yet.
+            OSError: the named version was deleted before it was opened (call again).
+        """
+        pointer = self.directory / CURRENT
+        if not pointer.is_file():
+            raise PreconditionError(f"feature tier {self.directory.name} has no version yet: its primary exports one")
+        folder = self.directory / pointer.read_text().strip()
+        live = self._snapshot
+        if live is not None and live.path == folder and not self._provisional:
+            return False
+        self._snapshot = self._open(folder, previous=live)
+        self._provisional = False
+        self._log_live()
+        return True
+
     def _open(self, folder: Path, previous: TierSnapshot | None = None) -> TierSnapshot:
         return TierSnapshot.open(folder, self.resident_bytes, previous, self._pool, self.page_cache_bytes)
 

@@ -29,6 +29,12 @@ _DEFAULTS = ServerConfig()
               help=f"Sample Neo4j from a snapshot or live.  [default: {_DEFAULTS.neo4j_sampling}]")
 @click.option("--read-only/--read-write", default=None,
               help="Open the stores read-only (Put/Remove refused).  [default: read-write]")
+@click.option("--replica", is_flag=True, default=None,
+              help="Serve the data directory beside the primary that writes it, following its writes "
+                   "(writes refused here).")
+@click.option("--max-lag-s", type=float,
+              help="A replica reports NOT_SERVING while it trails the primary by more than this.  "
+                   f"[default: {_DEFAULTS.max_lag_s}]")
 @click.option("--max-message-bytes", type=int,
               help=f"Message size limit (>= 256 MiB).  [default: {_DEFAULTS.max_message_bytes}]")
 @click.option("--workers", type=int, help=f"Threads answering calls.  [default: {_DEFAULTS.workers}]")

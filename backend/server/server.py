@@ -33,11 +33,13 @@ from gnnstore.backend.service.feature_service import FeatureServicer
 from gnnstore.backend.service.graph_service import GraphServicer
 from gnnstore.backend.service.idmap_service import IdMapServicer
 from gnnstore.backend.service.metrics import Metrics, MetricsInterceptor
+from gnnstore.backend.service.replica_follower import ReplicaFollower
 from gnnstore.backend.service.reply_segments import ReplySegments
 from gnnstore.backend.service.row_gathering import RowGatherer
 from gnnstore.backend.service.sampling_runner import SamplingLimits, SamplingRunner
 from gnnstore.backend.service.served_data import ServedData, open_served_data
 from gnnstore.backend.service.write_applier import WriteApplier
+from gnnstore.backend.service.write_refusal import WriteRefusal
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.common.loopback import is_loopback
 from gnnstore.common.pem_files import read_pem
@@ -78,6 +80,7 @@ class GnnStoreServer:
         self.metrics_port: int | None = None
         """The bound port of the Prometheus endpoint (``None``: not served)."""
         self._health = health.HealthServicer(experimental_non_blocking=True)
+        self._follower: ReplicaFollower | None = None
 
     def start(self) -> str:
         """Open the data, bind, start serving and return the bound ``host:port``.
@@ -114,8 +117,15 @@ class GnnStoreServer:
         self._server.start()
         if config.metrics_port is not None:
             self._serve_metrics()
-        for name in ("", *SERVICE_NAMES):
-            self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        if config.replica:
+            self._follower = ReplicaFollower(self.data, config.max_lag_s, self._set_serving)
+            try:
+                self._follower.start()
+            except BaseException:
+                self.stop()
+                raise
+        else:
+            self._set_serving(True)
         logger.info(
             "serving on %s (%s, %s; data port %s)", self.address,
             "no tokens" if self.tokens is None else f"{len(self.tokens)} token(s)",
@@ -191,6 +201,11 @@ class GnnStoreServer:
             f"memory limit: {data.memory}"
         )
 
+    def _set_serving(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", *SERVICE_NAMES):
+            self._health.set(name, status)
+
     def stop(self, grace: float | None = None) -> None:
         """Stop accepting calls, let in-flight ones finish within ``grace`` s, close the data.
 
@@ -199,6 +214,9 @@ class GnnStoreServer:
         ``grace`` + ``HANDLER_DRAIN_S`` more), so a Put is never cut off by the store closing.
         """
         grace = self.config.shutdown_grace_s if grace is None else grace
+        if self._follower is not None:
+            self._follower.stop()
+            self._follower = None
         if self._metrics_endpoint is not None:
             self._metrics_endpoint.shutdown()
             self._metrics_endpoint.server_close()
@@ -240,6 +258,12 @@ class GnnStoreServer:
         config = self.config
         self._handlers = futures.ThreadPoolExecutor(config.workers, thread_name_prefix="gnnstore-rpc")
         self._stream_guard = StreamGuard(max(1, config.workers // 2), config.stream_stall_s)
+        refused = (
+            "this server is a replica: it takes no writes (Put, Remove, WriteGraph); send them to the "
+            "primary, the `gnnstore serve` without --replica over the same data directory" if config.replica
+            else "this server is read-only: it takes no writes (Put, Remove, WriteGraph)" if config.read_only
+            else None
+        )
         server = grpc.server(
             self._handlers,
             # Metrics first, so refused calls are counted too (as errors of "anonymous"); the
@@ -247,6 +271,7 @@ class GnnStoreServer:
             interceptors=[
                 MetricsInterceptor(self.metrics, identify(self.tokens)),
                 *([] if self.tokens is None else [AuthInterceptor(self.tokens)]),
+                *([] if refused is None else [WriteRefusal(refused)]),
                 self._stream_guard,
             ],
             options=_server_options(config),

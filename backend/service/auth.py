@@ -197,7 +197,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
             return continuation(handler_call_details)
         principal = self._tokens.authenticate(handler_call_details.invocation_metadata)
         if principal is None:
-            return _refusal(
+            return refusal(
                 continuation(handler_call_details),
                 grpc.StatusCode.UNAUTHENTICATED,
                 "this gnnstore server needs a token: connect(..., token=...) or $GNNSTORE_TOKEN "
@@ -206,7 +206,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
         needed = required_role(method)
         if not principal.may(needed):
             rpc = method.removeprefix(_SERVICE).replace("/", ".")
-            return _refusal(
+            return refusal(
                 continuation(handler_call_details),
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"{rpc} needs the {needed} role; this token ({principal.name}) is a {principal.role}",
@@ -222,7 +222,7 @@ def identify(tokens: TokenTable | None) -> Callable[[grpc.HandlerCallDetails], P
     return lambda details: tokens.authenticate(details.invocation_metadata) or REFUSED
 
 
-def _refusal(
+def refusal(
     handler: grpc.RpcMethodHandler | None, code: grpc.StatusCode, message: str
 ) -> grpc.RpcMethodHandler:
     """A handler of ``handler``'s kind that refuses any call; its request stays unparsed bytes."""

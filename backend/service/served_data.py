@@ -144,7 +144,10 @@ def open_served_data(config: ServerConfig) -> ServedData:
         tier = FeatureTier(
             config.data_dir / FEATURE_TIER, resident_budget(config.resident_feature_bytes, limit), limit.bytes // 2
         )
-        tier.refresh(stores.feature_store)
+        if config.replica:
+            tier.follow()  # the primary exports the tier
+        else:
+            tier.refresh(stores.feature_store)
     except BaseException:
         stores.close()
         raise
@@ -166,7 +169,8 @@ def _open_stores(config: ServerConfig) -> Stores:
         )
     try:
         if config.graph_backend != "neo4j":
-            return open_stores(data_dir, read_only=config.read_only, engine=embedded_engine(config.graph_backend))
+            return open_stores(data_dir, read_only=config.read_only, follow=config.replica,
+                               engine=embedded_engine(config.graph_backend))
         return _open_neo4j_stores(config)
     except GnnStoreError:
         raise  # the stores' own message names the part and the fix
@@ -194,7 +198,7 @@ def _open_neo4j_stores(config: ServerConfig) -> Stores:
         graph.close()
         raise
     logger.info("graph in Neo4j at %s as %s", config.neo4j_uri, config.neo4j_user)
-    return open_stores(config.data_dir, read_only=config.read_only, graph_store=graph)
+    return open_stores(config.data_dir, read_only=config.read_only, follow=config.replica, graph_store=graph)
 
 
 def _open_attached(config: ServerConfig, auth: tuple[str, str] | None, schema: AttachedSchema) -> Stores:
@@ -225,8 +229,8 @@ def _snapshot(
     writes logged over it (temporal sampling by node or edge times, weighted sampling by edge
     weights, both read from the feature store, one per attribute per version)."""
     snapshot = build_snapshot(stores.graph_store, config.data_dir / SNAPSHOTS, num_nodes=counts)
-    log = WriteLog(config.data_dir / GRAPH_WRITES, snapshot.version, read_only=config.read_only)
-    versions = GraphVersions(snapshot, log)
+    log = WriteLog(config.data_dir / GRAPH_WRITES, snapshot.version, read_only=config.read_only or config.replica)
+    versions = GraphVersions(snapshot, log, replica=config.replica)
     indexes = _IndexesPerVersion(stores.feature_store)
 
     def sampling(version: int | None) -> SampledVersion:

@@ -29,7 +29,7 @@ from gnnstore.backend.engine.topology import EdgeTopology, TopologySnapshot, edg
 from gnnstore.backend.engine.topology_kernels import merge_into, pointer_from_counts
 from gnnstore.backend.engine.work_budget import GraphBounds
 from gnnstore.backend.versions.write_log import EdgeChanges, WriteLog, WriteRecord
-from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError, ServerUnavailableError
 from gnnstore.common.graph_types import describe
 
 logger = logging.getLogger(__name__)
@@ -69,11 +69,16 @@ class GraphVersions:
         base: the topology snapshot the log's writes apply to.
         log: the write log over ``base``.
         max_views: built versions kept in memory.
+        replica: the log is written by another process (``adopt`` takes its new writes); a
+            version it has not written yet is asked for again later, or of another server.
     """
 
-    def __init__(self, base: TopologySnapshot, log: WriteLog, max_views: int = MAX_VIEWS) -> None:
+    def __init__(
+        self, base: TopologySnapshot, log: WriteLog, max_views: int = MAX_VIEWS, *, replica: bool = False
+    ) -> None:
         self.base = base
         self.log = log
+        self.replica = replica
         self._max_views = max(1, max_views)
         self._views: OrderedDict[int, GraphView] = OrderedDict()
         self._lock = threading.Lock()
@@ -102,6 +107,11 @@ class GraphVersions:
         """
         newest = self.newest
         version = newest if version is None else version
+        if self.replica and version > newest:
+            raise ServerUnavailableError(
+                f"graph version {version} is not on this replica yet (it has 0..{newest}): ask another "
+                "server, or this one again within its lag bound"
+            )
         if not 0 <= version <= newest:
             raise NotFoundError(f"graph version {version} does not exist (the newest is {newest})")
         with self._lock:
@@ -165,6 +175,18 @@ class GraphVersions:
             changes[edge_type] = dataclasses.replace(change, remove=np.union1d(change.remove, incident))
         grown = {nt: n for nt, n in counts.items() if n != newest.snapshot.num_nodes[nt]}
         return WriteRecord(self.newest + 1, grown, changes)
+
+    def adopt(self, records: list[WriteRecord]) -> None:
+        """Take the writes another process logged (``WriteLog.unread``) as the next versions,
+        and build the newest, so the first request for it does not wait."""
+        if not records:
+            return
+        with self.write_lock:
+            self.log.adopt(records)
+            for record in records:
+                for edge_type, change in record.edges.items():
+                    self._note(edge_type, change)
+        self.view(records[-1].version)
 
     def commit(self, record: WriteRecord) -> GraphView:
         """Make ``record`` (from ``prepare``) durable and build its version, the newest."""

@@ -68,27 +68,44 @@ class WriteLog:
         self.read_only = read_only
         self.base = base
         self.records: list[WriteRecord] = []
-        base_file = folder / BASE_FILE
-        if not base_file.is_file():
-            return
-        try:
-            meta = json.loads(base_file.read_text())
-            logged = str(meta["base"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise MalformedFileError(f"{base_file}: not a write log description ({exc})") from None
-        if logged != base:
-            raise PreconditionError(
-                f"the graph writes in {folder} were made over graph version {logged}, but the graph store "
-                f"is at {base}; move that folder away to serve the store as it is"
-            )
-        if not read_only:
+        if not read_only and (folder / BASE_FILE).is_file():
             for leftover in folder.glob(f"{PART_PREFIX}*{PART_SUFFIX}"):
                 leftover.unlink()
-        files = sorted(f for f in folder.iterdir() if _RECORD.match(f.name))
-        for expected, file in enumerate(files, start=1):
+        self.adopt(self.unread())
+
+    def unread(self) -> list[WriteRecord]:
+        """The records on disk after ``newest`` (written by another process: a replica's primary).
+
+        Raises:
+            PreconditionError: the folder's log was written over another base.
+            MalformedFileError: a record cannot be read, or versions are missing.
+        """
+        base_file = self.folder / BASE_FILE
+        if not base_file.is_file():
+            return []
+        try:
+            logged = str(json.loads(base_file.read_text())["base"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise MalformedFileError(f"{base_file}: not a write log description ({exc})") from None
+        if logged != self.base:
+            raise PreconditionError(
+                f"the graph writes in {self.folder} were made over graph version {logged}, but the graph store "
+                f"is at {self.base}; move that folder away to serve the store as it is"
+            )
+        files = sorted(f for f in self.folder.iterdir() if _RECORD.match(f.name))
+        records = []
+        for expected, file in enumerate(files[self.newest:], start=self.newest + 1):
             if int(_RECORD.match(file.name).group(1)) != expected:
-                raise MalformedFileError(f"{folder}: write {expected} is missing (found {file.name})")
-            self.records.append(_load(file, expected))
+                raise MalformedFileError(f"{self.folder}: write {expected} is missing (found {file.name})")
+            records.append(_load(file, expected))
+        return records
+
+    def adopt(self, records: list[WriteRecord]) -> None:
+        """Take ``records`` (from ``unread``, in order) as the next versions."""
+        for record in records:
+            if record.version != self.newest + 1:
+                raise PreconditionError(f"write {record.version} is not the next version ({self.newest + 1})")
+            self.records.append(record)
 
     @property
     def newest(self) -> int:

@@ -1,0 +1,151 @@
+"""Replicas beside a writing primary over one data directory: the primary's writes are served by
+every replica within the lag bound, a replica refuses writes and never answers for a version it
+has not built, a trainer over all of them gets the batches one server makes, and a replica
+whose primary's files are damaged says NOT_SERVING, keeps serving and recovers."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from served import ServerProcess, ingest, requests_made, start_server
+from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
+from torch_geometric.sampler import NodeSamplerInput
+
+from gnnstore.client import GraphWriter, RemoteIdMap, RemoteNeighborSampler, connect, server_info
+from gnnstore.common.errors import PreconditionError, ServerUnavailableError
+
+N, E, MAX_LAG_S = 300, 2400, 2.0
+SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
+
+
+@pytest.fixture(scope="module")
+def graph() -> Data:
+    g = torch.Generator().manual_seed(5)
+    return Data(x=torch.randn(N, 8, generator=g), edge_index=torch.randint(0, N, (2, E), generator=g))
+
+
+@pytest.fixture
+def fleet(graph: Data, tmp_path: Path) -> Iterator[list[ServerProcess]]:
+    """A primary and two replicas over one fresh data directory."""
+    data_dir = ingest(graph, tmp_path / "data")
+    servers = [start_server(data_dir, name="primary")]
+    try:
+        servers += [start_server(data_dir, "--replica", "--max-lag-s", str(MAX_LAG_S), name=f"replica-{i}")
+                    for i in range(2)]
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def until(condition: Callable[[], bool], timeout: float = 30.0) -> float:
+    """Seconds until ``condition()`` held (polled); fails after ``timeout``."""
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout, "not within the timeout"
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def within_bound(replica: ServerProcess, seconds: float) -> bool:
+    """The lag contract: a write reaches a replica within the bound, or the replica says it is
+    behind (NOT_SERVING, e.g. on a machine too busy to catch up in time)."""
+    return seconds <= MAX_LAG_S or "NOT_SERVING" in replica.log.read_text()
+
+
+def sample(address: str | list[str], version: int, seeds: torch.Tensor, **connection: object) -> list:
+    """Every batch of an epoch over ``seeds`` at graph ``version``, request seeds from 11."""
+    fs, gs = connect(address, **connection)
+    sampler = RemoteNeighborSampler(fs, [5, 3], seed=11, feature_store=fs)
+    sampler.switch_version(version)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=50)
+    batches = [(batch.n_id, batch.edge_index, batch.x) for batch in loader]
+    fs.connection.close()
+    return batches
+
+
+def test_the_primarys_writes_are_served_by_every_replica_within_the_lag_bound(fleet: list[ServerProcess]) -> None:
+    primary, *replicas = fleet
+    pfs, _ = connect(primary.address)
+    rows = torch.full((3, 8), 7.0)
+    pfs.put_tensor(rows, group_name=None, attr_name="x", index=torch.tensor([4, 5, 6]))
+    for replica in replicas:
+        rfs, _ = connect(replica.address)
+        seen = until(lambda: torch.equal(rfs.get_tensor(group_name=None, attr_name="x", index=torch.tensor([4, 5, 6])), rows))
+        assert within_bound(replica, seen), f"a Put reached {replica.address} after {seen:.2f} s"
+
+    new_rows = torch.randn(2, 8)
+    written = GraphWriter(pfs).write(
+        nodes={None: [10_001, 10_002]}, rows={None: {"x": new_rows}},
+        add_edges={None: (torch.tensor([N, N + 1, 0]), torch.tensor([0, 1, N]))},
+    )
+    assert written.version == 1 and written.node_ids[None].tolist() == [N, N + 1]
+    for replica in replicas:
+        rfs, _ = connect(replica.address)
+        seen = until(lambda: server_info(rfs.connection).graph_version == 1)
+        assert within_bound(replica, seen), f"graph version 1 reached {replica.address} after {seen:.2f} s"
+        assert RemoteIdMap(rfs.connection).to_ids(None, [10_001, 10_002]).tolist() == [N, N + 1]
+        assert torch.equal(rfs.get_tensor(group_name=None, attr_name="x", index=torch.tensor([N, N + 1])), new_rows)
+    seeds = torch.tensor([0, 1, N, N + 1, *range(2, 98)])
+    reference = sample(primary.address, 1, seeds)
+    for replica in replicas:
+        for got, want in zip(sample(replica.address, 1, seeds), reference, strict=True):
+            assert all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+def test_a_replica_refuses_writes_and_never_answers_for_a_version_it_lacks(fleet: list[ServerProcess]) -> None:
+    primary, replica, _ = fleet
+    rfs, _ = connect(replica.address, retry_timeout=0)
+    for write in (
+        lambda: rfs.put_tensor(torch.zeros(1, 8), group_name=None, attr_name="x", index=torch.tensor([0])),
+        lambda: rfs.remove_tensor(group_name=None, attr_name="x", index=None),
+        lambda: GraphWriter(rfs).write(add_edges={None: (torch.tensor([0]), torch.tensor([1]))}),
+    ):
+        with pytest.raises(PreconditionError, match="this server is a replica: it takes no writes"):
+            write()
+    sampler = RemoteNeighborSampler(rfs, [2])
+    sampler.switch_version(7)
+    with pytest.raises(ServerUnavailableError, match=r"graph version 7 is not on this replica yet \(it has 0\.\.0\)"):
+        sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=torch.arange(4)))
+    pfs, _ = connect(primary.address)
+    assert pfs.get_tensor(group_name=None, attr_name="x", index=torch.tensor([0])).shape == (1, 8)  # untouched
+
+
+def test_a_trainer_over_the_primary_and_its_replicas_gets_the_batches_one_server_makes(
+    fleet: list[ServerProcess],
+) -> None:
+    primary, *replicas = fleet
+    pfs, _ = connect(primary.address)
+    GraphWriter(pfs).write(add_edges={None: (torch.arange(0, 50), torch.arange(50, 100))})
+    reference = sample(primary.address, 1, torch.arange(N))
+    before = [requests_made(s.address, SAMPLE) for s in fleet]
+    # The trainer pins version 1 at once, whether or not each replica has it yet: one that has
+    # not answers UNAVAILABLE, and the call is retried, on the next server
+    batches = sample([s.address for s in fleet], 1, torch.arange(N), retry_timeout=30)
+    assert len(batches) == len(reference)
+    for got, want in zip(batches, reference):
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+    answered = [requests_made(s.address, SAMPLE) - b for s, b in zip(fleet, before)]
+    assert all(answered), answered
+
+
+def test_a_replica_whose_primarys_files_are_damaged_says_not_serving_keeps_serving_and_recovers(
+    fleet: list[ServerProcess],
+) -> None:
+    primary, replica, _ = fleet
+    pfs, _ = connect(primary.address)
+    rfs, _ = connect(replica.address, retry_timeout=0)
+    GraphWriter(pfs).write(add_edges={None: (torch.tensor([1]), torch.tensor([2]))})
+    until(lambda: server_info(rfs.connection).graph_version == 1)
+    (primary.data_dir / "graph_writes" / "000000000002.npz").write_bytes(b"not a write record")
+    until(lambda: "cannot catch up with the primary (MalformedFileError" in replica.log.read_text())
+    until(lambda: not rfs.connection.is_serving())
+    assert server_info(rfs.connection).graph_version == 1  # still answers, from what it has
+    assert len(sample(replica.address, 1, torch.arange(50))) == 1
+    assert pfs.connection.is_serving()  # the primary is not affected
+    GraphWriter(pfs).write(add_edges={None: (torch.tensor([3]), torch.tensor([4]))})  # replaces the damaged file
+    until(lambda: rfs.connection.is_serving() and server_info(rfs.connection).graph_version == 2)
