@@ -303,3 +303,17 @@ def test_the_default_budget_is_a_quarter_of_the_memory_left_and_a_given_one_at_m
     assert resident_arrays.resident_budget(4 << 30, limit) == 4 << 30 and not caplog.records
     assert resident_arrays.resident_budget(64 << 30, limit) == 4 << 30
     assert "over half of the 8589934592 bytes this server may use (cgroup v2 /test)" in caplog.text
+
+
+def test_a_follower_opens_each_version_the_writer_exports_and_never_writes(
+    tmp_path: Path, store: RocksDBFeatureStore, tier: FeatureTier
+) -> None:
+    follower = FeatureTier(tmp_path / "tier", resident_bytes=1 << 30)
+    assert follower.follow() and follower.version == tier.version and not follower.follow()
+    store.put_tensor(torch.ones(2, 6), group_name="paper", attr_name="x", index=torch.tensor([3, 4]))
+    tier.refresh(store)
+    assert follower.follow() and follower.version == tier.version
+    assert torch.equal(follower.gather("paper", "x", torch.tensor([3, 4])), torch.ones(2, 6))
+    assert sorted(p.name for p in (tmp_path / "tier").iterdir() if p.is_dir()) == [tier.snapshot().path.name]
+    with pytest.raises(PreconditionError, match="has no version yet: its primary exports one"):
+        FeatureTier(tmp_path / "empty").follow()

@@ -11,7 +11,7 @@ import torch
 from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.backend.versions.graph_versions import EdgeWrite, GraphVersions
 from gnnstore.backend.versions.write_log import WriteLog
-from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError, ServerUnavailableError
 
 ET = ("user", "rates", "item")
 
@@ -153,3 +153,21 @@ def test_removing_nodes_removes_every_edge_they_have(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequestError, match="node 40 of 'user' cannot be removed: ids are 0..39"):
         with versions.write_lock:
             versions.prepare({}, {}, {"user": ids(40)})
+
+
+def test_a_replica_adopts_the_writes_another_process_logged_and_waits_for_the_rest(tmp_path: Path) -> None:
+    base, alive = base_graph()
+    primary = GraphVersions(base, WriteLog(tmp_path / "log", base.version))
+    replica = GraphVersions(base, WriteLog(tmp_path / "log", base.version, read_only=True), replica=True)
+    write(primary, {"user": 41}, {ET: EdgeWrite(ids(40), ids(0), ids(5))})
+    assert replica.newest == 0
+    with pytest.raises(ServerUnavailableError, match=r"graph version 1 is not on this replica yet \(it has 0\.\.0\)"):
+        replica.view(1)
+    unread = replica.log.unread()
+    assert [r.version for r in unread] == [1] and replica.newest == 0  # read, not yet taken
+    replica.adopt(unread)
+    alive = np.concatenate([alive[alive[:, 2] != 5], [[40, 0, 300]]])
+    check(replica.view(1).snapshot.edges[ET], alive, 41, 30)
+    assert replica.log.unread() == []
+    with pytest.raises(NotFoundError):  # a negative version is no replica's to wait for
+        replica.view(-1)

@@ -75,7 +75,8 @@ def test_the_primarys_writes_are_served_by_every_replica_within_the_lag_bound(fl
     pfs.put_tensor(rows, group_name=None, attr_name="x", index=torch.tensor([4, 5, 6]))
     for replica in replicas:
         rfs, _ = connect(replica.address)
-        seen = until(lambda: torch.equal(rfs.get_tensor(group_name=None, attr_name="x", index=torch.tensor([4, 5, 6])), rows))
+        seen = until(lambda: torch.equal(rfs.get_tensor(group_name=None, attr_name="x", index=torch.tensor([4, 5, 6])),
+                                         rows))
         assert within_bound(replica, seen), f"a Put reached {replica.address} after {seen:.2f} s"
 
     new_rows = torch.randn(2, 8)

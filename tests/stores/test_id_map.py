@@ -183,3 +183,15 @@ def test_read_only_refuses_writes(tmp_path: Path) -> None:
         with pytest.raises(PreconditionError, match="read-only"):
             m.map_keys("user", ["b"])
         assert m.to_ids("user", ["a"]).tolist() == [0]
+
+
+def test_a_follower_sees_the_writers_new_keys_and_types_after_catching_up(id_map: IdMap) -> None:
+    id_map.map_keys("user", ["a", "b"])
+    with IdMap(id_map.path, follow=True) as follower:
+        id_map.map_keys("user", ["c"])
+        id_map.map_keys("item", [7])
+        assert state(follower) == {"user": ["a", "b"]}
+        follower.catch_up()
+        assert state(follower) == {"user": ["a", "b", "c"], "item": [7]}
+        with pytest.raises(PreconditionError, match="read-only"):
+            follower.map_keys("user", ["d"])

@@ -143,3 +143,18 @@ def test_killed_writer_leaves_a_whole_previous_state(tmp_path: Path) -> None:
         assert x.shape == (50000, 8)
         assert len(torch.unique(x)) == 1  # every put writes one value: a mix is a torn write
     assert list(path.glob("ingest-*.sst")) == []
+
+
+def test_a_follower_sees_the_writers_rows_and_attributes_after_catching_up(tmp_path: Path) -> None:
+    with RocksDBFeatureStore(tmp_path / "f") as writer:
+        writer.put_tensor(torch.zeros(4, 2), group_name="paper", attr_name="x", index=None)
+        with RocksDBFeatureStore(tmp_path / "f", follow=True) as follower:
+            writer.put_tensor(torch.ones(1, 2), group_name="paper", attr_name="x", index=torch.tensor([2]))
+            writer.put_tensor(torch.arange(4), group_name="paper", attr_name="y", index=None)
+            assert follower.version() != writer.version() and len(follower.tensor_schema()) == 1
+            follower.catch_up()
+            assert follower.version() == writer.version()
+            assert [s.attr_name for s in follower.tensor_schema()] == ["x", "y"]
+            assert torch.equal(follower.get_tensor(group_name="paper", attr_name="x", index=None)[2], torch.ones(2))
+            with pytest.raises(PreconditionError, match="read-only"):
+                follower.put_tensor(torch.ones(1, 2), group_name="paper", attr_name="x", index=torch.tensor([0]))
