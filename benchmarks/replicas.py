@@ -1,12 +1,14 @@
-"""Many servers, many trainers: 1, 2 and 3 ``--read-only`` servers over one data directory, fed
-by 2 and 4 trainer processes, each connected to every server (gRPC ``round_robin``).
+"""Many servers, many trainers: a primary and 0, 1 and 2 ``--replica`` servers over one data
+directory, fed by 2 and 4 trainer processes, each connected to every server (gRPC ``round_robin``).
 
 A generated graph (default 50k nodes, average degree 10, 64 float32 features) is ingested once.
 Each row starts its servers, runs ``--batches`` batches in each trainer process (a ``NodeLoader``
 over a ``RemoteNeighborSampler``, batch 512, fanouts [15, 10], no cache, shared memory) and
 reports the aggregate batches/s, each process's CPU seconds a batch (servers together, and a
-trainer), and how the sampling calls split over the servers. A last row SIGKILLs one of two
-servers while 2 trainers run and reports the longest wait for a batch after the kill.
+trainer), and how the sampling calls split over the servers. A last row SIGKILLs the replica of
+two servers while 2 trainers run and reports the longest wait for a batch after the kill. Then
+the replication lag: one-row Puts and one-edge graph writes at the primary, each timed from its
+acknowledgement until the replica serves it.
 
 On a machine with few cores the servers and trainers share them, so batches/s does not grow
 with servers here; the CPU a batch does not depend on that, and gives the capacity model: one
@@ -31,7 +33,7 @@ import torch
 
 from benchmarks.results_page import write_page
 from gnnstore.backend.server.server_process import ServerProcess
-from gnnstore.client import server_stats
+from gnnstore.client import GraphWriter, connect, server_info, server_stats
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.data_dir import open_stores
@@ -90,7 +92,7 @@ def run_row(data_dir: Path, log_dir: Path, n_servers: int, n_trainers: int, node
             kill: bool = False) -> dict:
     """Start the servers and trainers of one row; its figures. ``kill``: SIGKILL the last
     server once a third of the row's batches are made."""
-    servers = [ServerProcess(data_dir, "--read-only", log=log_dir / f"server-{n_servers}-{i}.log")
+    servers = [ServerProcess(data_dir, *(["--replica"] if i else []), log=log_dir / f"server-{n_servers}-{i}.log")
                for i in range(n_servers)]
     addresses = [s.address for s in servers]
     context = multiprocessing.get_context("spawn")
@@ -131,6 +133,32 @@ def run_row(data_dir: Path, log_dir: Path, n_servers: int, n_trainers: int, node
     return row
 
 
+def replication_lag(data_dir: Path, log_dir: Path, writes: int) -> dict[str, list[float]]:
+    """Seconds from each write's acknowledgement by the primary until its replica serves it."""
+    primary = ServerProcess(data_dir, log=log_dir / "lag-primary.log")
+    replica = ServerProcess(data_dir, "--replica", log=log_dir / "lag-replica.log")
+    pfs, _ = connect(primary.address)
+    rfs, _ = connect(replica.address)
+    lags: dict[str, list[float]] = {"Put of one row": [], "graph write of one edge": []}
+    for i in range(writes):
+        row, at = torch.full((1, pfs.get_tensor_size(group_name=None, attr_name="x")[1]), float(i)), torch.tensor([i])
+        pfs.put_tensor(row, group_name=None, attr_name="x", index=at)
+        acked = time.monotonic()
+        while not torch.equal(rfs.get_tensor(group_name=None, attr_name="x", index=at), row):
+            time.sleep(0.002)
+        lags["Put of one row"].append(time.monotonic() - acked)
+        version = GraphWriter(pfs).write(add_edges={None: (at, at + 1)}).version
+        acked = time.monotonic()
+        while server_info(rfs.connection).graph_version < version:
+            time.sleep(0.002)
+        lags["graph write of one edge"].append(time.monotonic() - acked)
+    for fs in (pfs, rfs):
+        fs.connection.close()
+    replica.stop()
+    primary.stop()
+    return lags
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=50_000)
@@ -139,6 +167,7 @@ def main() -> None:
     parser.add_argument("--trainers", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--rate", type=float, default=10.0,
                         help="a trainer's batches/s for the capacity model (a GPU step's pace)")
+    parser.add_argument("--writes", type=int, default=20, help="writes of each kind timed for the lag")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="gnnstore-replicas-") as tmp:
@@ -151,6 +180,7 @@ def main() -> None:
                 print(rows[-1], flush=True)
         kill = run_row(data_dir, Path(tmp), 2, 2, args.nodes, args.batches, kill=True)
         print(kill, flush=True)
+        lags = replication_lag(data_dir, Path(tmp), args.writes)
     lines = ["| servers | trainers | batches/s | server CPU ms a batch | trainer CPU ms a batch | "
              "sampling calls per server | median wait s | longest wait s |",
              "| ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
@@ -166,18 +196,22 @@ def main() -> None:
         f"T x {args.rate:g} x {per_batch:.4f} server cores, spread over as many replicas as that fills."
     )
     failover = (
-        "**Failover.** 2 servers, 2 trainers, one server SIGKILLed once a third of the batches were made: "
-        f"longest wait for a batch {kill['longest_wait_s']:.3f} s (median {kill['median_wait_s']:.3f} s); "
-        f"calls answered by the surviving server {kill['calls'][0]}."
+        "**Failover.** A primary and a replica, 2 trainers, the replica SIGKILLed once a third of the batches "
+        f"were made: longest wait for a batch {kill['longest_wait_s']:.3f} s (median {kill['median_wait_s']:.3f} s); "
+        f"calls answered by the primary {kill['calls'][0]}."
     )
+    lag = "**Replication lag** (the replica's `--max-lag-s` 2 s bound): " + "; ".join(
+        f"{what}: median {statistics.median(values):.3f} s, longest {max(values):.3f} s over {len(values)}"
+        for what, values in lags.items()) + "."
     command = "python -m benchmarks.replicas " + " ".join(
         f"--{k} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items())
     path = write_page("replicas", "Many servers, many trainers", command, (
         f"{args.nodes:,} nodes, average degree 10, 64 float32 features; each trainer: batch {BATCH}, "
-        f"fanouts {FANOUTS}, no cache, {args.batches} batches timed after two a server; `--read-only` servers over "
-        "one data directory, every trainer connected to all of them (round robin). The servers and "
-        "trainers share this machine's cores, so batches/s measures the machine, not the servers; "
-        "the CPU a batch is the steady figure.\n\n" + "\n".join(lines) + "\n\n" + model + "\n\n" + failover
+        f"fanouts {FANOUTS}, no cache, {args.batches} batches timed after two a server; a primary and "
+        "`--replica` servers over one data directory, every trainer connected to all of them (round "
+        "robin). The servers and trainers share this machine's cores, so batches/s measures the machine, "
+        "not the servers; the CPU a batch is the steady figure.\n\n" + "\n".join(lines)
+        + "\n\n" + "\n\n".join((model, failover, lag))
     ))
     print(path.read_text())
 

@@ -13,7 +13,7 @@ import secrets
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +23,15 @@ from torch_geometric.loader import NodeLoader
 from torch_geometric.nn.models import GraphSAGE
 
 from gnnstore.backend.server.server_process import free_port
-from gnnstore.client import RemoteNeighborSampler, connect
+from gnnstore.client import Connection, RemoteNeighborSampler, connect
+from gnnstore.client.admin import server_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGES = ("python:3.11-slim", "neo4j:5.26-community")
 IMAGE = "gnnstore:compose-test"
 PROJECT = f"gnnstore-test-{os.getpid()}"
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"  # the Dockerfile's default
+SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
 
 
 def _run(*argv: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -87,10 +89,11 @@ def compose_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     print(f"image built in {time.perf_counter() - started:.0f} s")
     # Hex, never a leading '-': Neo4j's entrypoint would read such a password as an option.
     token = secrets.token_hex(24)
+    admin = secrets.token_hex(24)
     env = {**os.environ, "GNNSTORE_IMAGE": IMAGE, "GNNSTORE_NEO4J_PASSWORD": secrets.token_hex(12),
-           "GNNSTORE_AUTH_TOKENS": f"{token} reader compose-test", "GNNSTORE_PUBLISH_PORT": str(free_port()),
-           "GNNSTORE_PUBLISH_DATA_PORT": str(free_port()),
-           "COMPOSE_PROJECT_NAME": PROJECT, "TEST_TOKEN": token}
+           "GNNSTORE_AUTH_TOKENS": f"{token} reader compose-test,{admin} admin compose-admin",
+           "GNNSTORE_PUBLISH_PORT": str(free_port()), "GNNSTORE_PUBLISH_DATA_PORT": str(free_port()),
+           "COMPOSE_PROJECT_NAME": PROJECT, "TEST_TOKEN": token, "TEST_ADMIN_TOKEN": admin}
     try:
         yield env
     finally:
@@ -160,3 +163,58 @@ def test_compose_up_serves_a_trainer_and_up_again_is_safe(compose_env: dict[str,
     after_down = _up(env)
     print(f"`up --wait` after `down` (volumes kept): {after_down:.0f} s")
     assert _train_a_few_batches(env)[-1] < losses[0]
+
+
+def requests_made(address: str, method: str, token: str) -> int:
+    """Calls of ``method`` the server at ``address`` has answered (its admin statistics)."""
+    stats = server_stats(Connection(address, token=token)).get(method)
+    return 0 if stats is None else stats.requests
+
+
+def _epoch(addresses: list[str], env: dict[str, str], after_batch: Callable[[int], None] = lambda i: None) -> tuple:
+    """One epoch's batches (n_id, edge_index, x) over ``addresses``, request seeds from 11, and
+    the longest wait for a batch."""
+    fs, gs = connect(addresses, token=env["TEST_TOKEN"], timeout=60, retry_timeout=60)
+    sampler = RemoteNeighborSampler(fs, [10, 5], seed=11, feature_store=fs)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(3000), batch_size=250)
+    batches, longest, last = [], 0.0, time.monotonic()
+    for i, batch in enumerate(loader):
+        longest = max(longest, time.monotonic() - last)
+        batches.append((batch.n_id, batch.edge_index, batch.x))
+        after_batch(i)
+        last = time.monotonic()
+    fs.connection.close()
+    return batches, longest
+
+
+def test_scaled_up_replicas_serve_a_trainer_and_one_killed_mid_epoch_costs_no_batch(
+    compose_env: dict[str, str],
+) -> None:
+    env = compose_env
+    scaled = _run("docker", "compose", "up", "-d", "--wait", "--no-build", "--scale", "replica=2",
+                  env=env, timeout=900)
+    assert scaled.returncode == 0, scaled.stderr[-3000:]
+    primary = f"127.0.0.1:{env['GNNSTORE_PUBLISH_PORT']}"
+    replicas = [_run("docker", "compose", "port", "--index", str(i), "replica", "50051", env=env).stdout.strip()
+                for i in (1, 2)]
+    assert all(r.startswith("127.0.0.1:") for r in replicas), replicas
+    reference, _ = _epoch([primary], env)
+    servers = [primary, *replicas]
+    answered = [requests_made(s, SAMPLE, token=env["TEST_ADMIN_TOKEN"]) for s in servers]
+    batches, _ = _epoch(servers, env)
+    answered = [requests_made(s, SAMPLE, token=env["TEST_ADMIN_TOKEN"]) - a for s, a in zip(servers, answered)]
+    assert all(answered), answered  # every server took a share
+    (victim, *_) = _run("docker", "compose", "ps", "-q", "replica", env=env).stdout.split()
+    kills: list[subprocess.CompletedProcess] = []
+
+    def kill_after_batch_3(i: int) -> None:
+        if i == 3:
+            kills.append(_run("docker", "kill", victim))
+
+    killed, longest = _epoch(servers, env, after_batch=kill_after_batch_3)
+    assert [k.returncode for k in kills] == [0], kills
+    print(f"a replica killed mid-epoch: longest wait for a batch {longest:.2f} s")
+    for got in (batches, killed):
+        assert len(got) == len(reference)
+        for i, (a, b) in enumerate(zip(got, reference)):
+            assert all(torch.equal(x, y) for x, y in zip(a, b)), f"batch {i} differs from the primary's"

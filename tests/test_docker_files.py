@@ -64,8 +64,8 @@ def assert_runs_a_real_command(argv: list[str]) -> None:
             assert arg.split("=")[0] in options, f"{argv}: {arg} is not an option of {command.name}"
 
 
-def test_compose_has_the_three_services() -> None:
-    assert set(SERVICES) == {"neo4j", "gnnstore", "ingest"}
+def test_compose_has_the_services() -> None:
+    assert set(SERVICES) == {"neo4j", "gnnstore", "ingest", "replica"}
     assert SERVICES["neo4j"]["image"] == "neo4j:5.26-community"
 
 
@@ -85,9 +85,21 @@ def test_services_start_in_order() -> None:
         "ingest": {"condition": "service_completed_successfully"},
     }
     assert SERVICES["ingest"]["restart"] == "no"
+    assert SERVICES["replica"]["depends_on"] == {"gnnstore": {"condition": "service_healthy"}}
 
 
-@pytest.mark.parametrize("service", ["gnnstore", "ingest"])
+def test_replicas_follow_the_primary_over_its_volume_when_scaled_up() -> None:
+    replica, primary = environment("replica"), environment("gnnstore")
+    assert SERVICES["replica"]["deploy"]["replicas"] == 0  # `docker compose up --scale replica=N`
+    assert replica["GNNSTORE_REPLICA"] == "true" and "GNNSTORE_REPLICA" not in primary
+    assert SERVICES["replica"]["volumes"] == SERVICES["gnnstore"]["volumes"]
+    assert SERVICES["replica"]["image"] == SERVICES["gnnstore"]["image"]
+    assert SERVICES["replica"]["ports"] == ["127.0.0.1::50051"]  # each scaled replica: a free loopback port
+    assert replica["GNNSTORE_AUTH_TOKENS"] == primary["GNNSTORE_AUTH_TOKENS"]
+    assert SERVICES["replica"]["command"] == SERVICES["gnnstore"]["command"]
+
+
+@pytest.mark.parametrize("service", ["gnnstore", "ingest", "replica"])
 def test_environment_names_are_server_config_fields(service: str) -> None:
     env = environment(service)
     fields = {f.name for f in dataclasses.fields(ServerConfig)}
