@@ -200,7 +200,8 @@ def main() -> None:
         f"were made: longest wait for a batch {kill['longest_wait_s']:.3f} s (median {kill['median_wait_s']:.3f} s); "
         f"calls answered by the primary {kill['calls'][0]}."
     )
-    lag = "**Replication lag** (the replica's `--max-lag-s` 2 s bound): " + "; ".join(
+    lag = ("**Replication lag** (the replica's `--max-lag-s` 2 s bound; it catches up every 0.5 s, and each "
+           "write is sent just after a catch-up showed the last one, so this is near the longest wait): ") + "; ".join(
         f"{what}: median {statistics.median(values):.3f} s, longest {max(values):.3f} s over {len(values)}"
         for what, values in lags.items()) + "."
     command = "python -m benchmarks.replicas " + " ".join(

@@ -69,7 +69,7 @@ def test_the_ddp_example_trains_every_seed_once_an_epoch_across_ranks(tmp_path: 
     seeds_out = tmp_path / "seeds"
     seeds_out.mkdir()
     data_dir = ingest(graph, tmp_path / "data")
-    with start_server(data_dir, "--read-only") as one, start_server(data_dir, "--read-only", name="two") as two:
+    with start_server(data_dir) as one, start_server(data_dir, "--replica", name="two") as two:  # primary, replica
         result = warm_launcher.run(  # the ranks' calls go round robin over both servers
             [sys.executable, str(EXAMPLES / "ddp_node_classification.py"), "--address", one.address, two.address,
              "--world-size", "2", "--epochs", "3", "--batch-size", "100",  # 7 batches on one rank, 6 on the other
