@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
-from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict
+from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, WriteBatch
 
 from gnnstore.common.errors import PreconditionError, ResourceExhaustedError
 
@@ -65,6 +65,7 @@ def open_rdict(path: str | os.PathLike, *, read_only: bool, what: str, follow: b
 
 
 _ROCKSDICT_CONFIG = "rocksdict-config.json"
+_COPY_BATCH_BYTES = 16 << 20
 
 
 def _read_only_view(path: Path) -> Path:
@@ -123,6 +124,22 @@ class RocksDBHandle:
 
     def _caught_up(self) -> None:
         """Reload what the store keeps in memory from the database (after ``catch_up``)."""
+
+    def copy_to(self, path: Path) -> None:
+        """Write every key and value, one consistent view of them, into a new database at ``path``."""
+        target = open_rdict(path, read_only=False, what="copy")
+        try:
+            batch, size = WriteBatch(raw_mode=True), 0
+            for key, value in self._db.items():
+                batch.put(key, value)
+                size += len(key) + len(value)
+                if size >= _COPY_BATCH_BYTES:
+                    target.write(batch)
+                    batch, size = WriteBatch(raw_mode=True), 0
+            target.write(batch)
+            target.flush()
+        finally:
+            target.close()
 
     def close(self) -> None:
         """Flush and close the database; the store is unusable afterwards.

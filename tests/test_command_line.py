@@ -59,6 +59,9 @@ def test_an_unknown_command_is_named_with_exit_2() -> None:
     (["serve", "--data-dir", "{tmp}/not-data"], "not-data lacks graph, features, idmap"),
     (["ingest", "files", "--nodes", "{tmp}/none.csv"], "file '{tmp}/none.csv' does not exist"),
     (["migrate", "--data-dir", "{tmp}/not-data", "--to", "ladybug"], "holds no graph"),
+    (["snapshot", "prepare", "--data-dir", "{tmp}/nowhere"], "nowhere does not exist; create it with `gnnstore ingest"),
+    (["snapshot", "create", "--data-dir", "{tmp}/not-data", "{tmp}/copy"], "not-data lacks graph, features, idmap"),
+    (["snapshot", "create", "--data-dir", "{tmp}/not-data", "{tmp}/not-data"], "not-data exists; snapshot create"),
 ])
 def test_bad_usage_is_one_line_naming_the_problem_with_exit_2(tmp_path: Path, args: list[str], problem: str) -> None:
     (tmp_path / "broken.toml").write_text("port = = 1\n")

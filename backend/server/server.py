@@ -196,7 +196,8 @@ class GnnStoreServer:
         )
         return (
             f"gnnstore serving on {self.address} | {data.graph_backend} "
-            f"{self.config.data_dir} | {summary.sampling} {summary.snapshot_id} | nodes: {nodes} | "
+            f"{self.config.data_dir} | {summary.sampling} {summary.snapshot_id} graph version "
+            f"{data.summary_now().graph_version} | nodes: {nodes} | "
             f"edges: {edges} | features: {features} | feature tier: {data.feature_reader.tier.describe()} | "
             f"memory limit: {data.memory}"
         )

@@ -11,7 +11,7 @@ from gnnstore.config import load_config
 
 @click.group("snapshot")
 def snapshot_command() -> None:
-    """Prepare a data directory for servers that may not write it."""
+    """Prepare a data directory for servers that may not write it, or copy one while it is served."""
 
 
 @snapshot_command.command("prepare")
@@ -38,3 +38,22 @@ def prepare_command(config_file: Path | None, data_dir: Path | None) -> None:
         )
     finally:
         data.close()
+
+
+@snapshot_command.command("create")
+@click.option("--data-dir", type=click.Path(path_type=Path), required=True,
+              help="Data directory to copy (a primary may be serving and writing it).")
+@click.argument("out", type=click.Path(path_type=Path))
+def create_command(data_dir: Path, out: Path) -> None:
+    """Copy the newest version of a data directory to OUT, a new directory, while it is served.
+
+    For servers on hosts that share no filesystem with the primary: `gnnstore serve --data-dir OUT`
+    serves exactly that version. The copy reads the directory as a replica does and never writes
+    it; it is copied again when a write finishes meanwhile. Prints one line: the graph version
+    and the feature store version copied.
+    """
+    from gnnstore.backend.server.snapshot_copy import copy_newest_version
+
+    copied = copy_newest_version(data_dir, out)
+    click.echo(f"copied graph version {copied.graph_version} (feature store {copied.feature_version}) "
+               f"of {data_dir} to {out}")

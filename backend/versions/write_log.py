@@ -129,6 +129,11 @@ class WriteLog:
         self.records.append(record)
 
 
+def logged_versions(folder: Path) -> int:
+    """How many write records ``folder`` holds now (another process may be adding more)."""
+    return sum(1 for f in folder.iterdir() if _RECORD.match(f.name)) if folder.is_dir() else 0
+
+
 def _encode(record: WriteRecord) -> bytes:
     meta = {
         "version": record.version,

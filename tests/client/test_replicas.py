@@ -1,15 +1,20 @@
 """Replicas beside a writing primary over one data directory: the primary's writes are served by
 every replica within the lag bound, a replica refuses writes and never answers for a version it
 has not built, a trainer over all of them gets the batches one server makes, and a replica
-whose primary's files are damaged says NOT_SERVING, keeps serving and recovers."""
+whose primary's files are damaged says NOT_SERVING, keeps serving and recovers. A copy made by
+``gnnstore snapshot create`` while writes run serves one version, as the primary serves it."""
 from __future__ import annotations
 
+import re
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
+import warm_launcher
 from served import ServerProcess, ingest, requests_made, start_server
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
@@ -150,3 +155,41 @@ def test_a_replica_whose_primarys_files_are_damaged_says_not_serving_keeps_servi
     assert pfs.connection.is_serving()  # the primary is not affected
     GraphWriter(pfs).write(add_edges={None: (torch.tensor([3]), torch.tensor([4]))})  # replaces the damaged file
     until(lambda: rfs.connection.is_serving() and server_info(rfs.connection).graph_version == 2)
+
+
+def test_a_copy_made_while_writes_run_serves_one_version_as_the_primary_serves_it(
+    fleet: list[ServerProcess], tmp_path: Path,
+) -> None:
+    primary = fleet[0]
+    pfs, _ = connect(primary.address)
+    writer, stop = GraphWriter(pfs), threading.Event()
+
+    def write_edges() -> None:
+        i = 0
+        while not stop.is_set():
+            writer.write(add_edges={None: (torch.tensor([i % N]), torch.tensor([(7 * i) % N]))})
+            i += 1
+
+    writes = threading.Thread(target=write_edges)
+    writes.start()
+    try:
+        until(lambda: server_info(pfs.connection).graph_version >= 3)
+        out = tmp_path / "copy"
+        made = warm_launcher.run([sys.executable, "-m", "gnnstore", "snapshot", "create", "--data-dir",
+                                  str(primary.data_dir), str(out)], capture_output=True, text=True, timeout=300)
+        assert made.returncode == 0, made.stderr[-3000:]
+        version = int(re.search(r"copied graph version (\d+) ", made.stdout).group(1))
+        assert version >= 3
+    finally:
+        stop.set()
+        writes.join()
+    assert server_info(pfs.connection).graph_version > version  # the primary went on writing
+    with start_server(out, name="copy") as copy:
+        assert f"graph version {version} |" in copy.startup_line
+        assert server_info(copy.address).graph_version == version
+        reference = sample(primary.address, version, torch.arange(N))
+        for got, want in zip(sample(copy.address, version, torch.arange(N)), reference, strict=True):
+            assert all(torch.equal(g, w) for g, w in zip(got, want))
+    again = warm_launcher.run([sys.executable, "-m", "gnnstore", "snapshot", "create", "--data-dir",
+                               str(primary.data_dir), str(out)], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and f"{out} exists" in again.stderr and "Traceback" not in again.stderr
