@@ -97,7 +97,7 @@ def compose_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     try:
         yield env
     finally:
-        _run("docker", "compose", "down", "-v", "--timeout", "20", env=env, timeout=300)
+        _run("docker", "compose", "--profile", "replicas", "down", "-v", "--timeout", "20", env=env, timeout=300)
 
 
 def _up(env: dict[str, str]) -> float:
@@ -106,6 +106,7 @@ def _up(env: dict[str, str]) -> float:
     up = _run("docker", "compose", "up", "-d", "--wait", "--no-build", env=env, timeout=900)
     logs = _run("docker", "compose", "logs", "--no-color", env=env, timeout=120).stdout
     assert up.returncode == 0, up.stderr[-3000:] + logs[-5000:]
+    print(up.stderr[-2000:])  # what compose did to each container (shown when a test fails)
     return time.perf_counter() - started
 
 
@@ -156,7 +157,7 @@ def test_compose_up_serves_a_trainer_and_up_again_is_safe(compose_env: dict[str,
     print(f"`up --wait` on the running stack: {again:.0f} s")
     ingest_logs = _run("docker", "compose", "logs", "--no-color", "ingest", env=env).stdout
     assert "nothing to do:" in ingest_logs, ingest_logs[-2000:]
-    assert _server_container(env) == server  # the server kept running
+    assert _server_container(env) == server  # the server kept running (compose's account: printed by _up)
 
     down = _run("docker", "compose", "down", "--timeout", "20", env=env, timeout=300)  # volumes kept
     assert down.returncode == 0, down.stderr
@@ -191,8 +192,8 @@ def test_scaled_up_replicas_serve_a_trainer_and_one_killed_mid_epoch_costs_no_ba
     compose_env: dict[str, str],
 ) -> None:
     env = compose_env
-    scaled = _run("docker", "compose", "up", "-d", "--wait", "--no-build", "--scale", "replica=2",
-                  env=env, timeout=900)
+    scaled = _run("docker", "compose", "--profile", "replicas", "up", "-d", "--wait", "--no-build",
+                  "--scale", "replica=2", env=env, timeout=900)
     assert scaled.returncode == 0, scaled.stderr[-3000:]
     primary = f"127.0.0.1:{env['GNNSTORE_PUBLISH_PORT']}"
     replicas = [_run("docker", "compose", "port", "--index", str(i), "replica", "50051", env=env).stdout.strip()

@@ -90,7 +90,8 @@ def test_services_start_in_order() -> None:
 
 def test_replicas_follow_the_primary_over_its_volume_when_scaled_up() -> None:
     replica, primary = environment("replica"), environment("gnnstore")
-    assert SERVICES["replica"]["deploy"]["replicas"] == 0  # `docker compose up --scale replica=N`
+    assert SERVICES["replica"]["profiles"] == ["replicas"]  # `--profile replicas up --scale replica=N`
+    assert all("profiles" not in SERVICES[name] for name in ("neo4j", "ingest", "gnnstore"))
     assert replica["GNNSTORE_REPLICA"] == "true" and "GNNSTORE_REPLICA" not in primary
     assert SERVICES["replica"]["volumes"] == SERVICES["gnnstore"]["volumes"]
     assert SERVICES["replica"]["image"] == SERVICES["gnnstore"]["image"]
