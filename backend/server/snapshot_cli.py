@@ -49,8 +49,7 @@ def create_command(data_dir: Path, out: Path) -> None:
 
     For servers on hosts that share no filesystem with the primary: `gnnstore serve --data-dir OUT`
     serves exactly that version. The copy reads the directory as a replica does and never writes
-    it; it is copied again when a write finishes meanwhile. Prints one line: the graph version
-    and the feature store version copied.
+    it. Prints one line: the graph version and the feature store version copied.
     """
     from gnnstore.backend.server.snapshot_copy import copy_newest_version
 
