@@ -22,6 +22,7 @@ so the server's Stats count them per client; ``Connection.retries`` counts them 
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -56,6 +57,12 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30.0
 """Deadline of one call unless the caller gives another."""
+
+BALANCED_SERVICE_CONFIG = json.dumps({
+    "loadBalancingConfig": [{"round_robin": {}}],
+    "healthCheckConfig": {"serviceName": ""},  # gRPC's client-side health checks: skip NOT_SERVING servers
+})
+"""The service config of a channel over several servers."""
 
 TOKEN_ENV = "GNNSTORE_TOKEN"
 TLS_CA_ENV = "GNNSTORE_TLS_CA"
@@ -378,8 +385,8 @@ class Connection:
 
     def _new_channel(self, target: str, authority: str) -> grpc.Channel:
         options = self._options()
-        if self.target.balanced:
-            options.append(("grpc.lb_policy_name", "round_robin"))
+        if self.target.balanced:  # round robin over the servers that answer the health check SERVING
+            options.append(("grpc.service_config", BALANCED_SERVICE_CONFIG))
         if self._tls is None:
             return grpc.insecure_channel(target, options=options)
         if self.target.balanced:  # a listed target holds addresses: certificates name the first host

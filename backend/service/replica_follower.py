@@ -11,7 +11,8 @@ The lag bound: a round's data is the primary's as of the round's start. While th
 that succeeded began at most ``max_lag_s`` ago the replica reports SERVING; after that
 (the primary's files missing or damaged, a disk too slow) it reports NOT_SERVING, says why in
 its log, keeps serving what it has to the callers that still come, and keeps trying. Health
-checks (a Kubernetes readiness probe, a load balancer's) then send calls to other servers.
+checks (a Kubernetes readiness probe, the client's health-checked round robin) then send calls
+to other servers.
 """
 from __future__ import annotations
 
