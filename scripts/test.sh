@@ -8,4 +8,4 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 python=$("$root/scripts/bootstrap.sh" | tail -n 1)
 "$root/scripts/fetch_neo4j.sh" >&2
 cd "$root"
-exec "$python" -m pytest -p no:cacheprovider --durations=30 -n "${GNNSTORE_TEST_WORKERS:-3}" --dist loadgroup "$@"
+exec "$python" -m pytest -p no:cacheprovider --durations=30 -n "${GNNSTORE_TEST_WORKERS:-3}" --dist load "$@"

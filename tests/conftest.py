@@ -26,13 +26,11 @@ def warm_servers() -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Groups for pytest-xdist (``--dist loadgroup``, as ``scripts/test.sh`` runs the suite): each
-    file's tests run on one worker in their order (module fixtures and counters stay as a file
-    expects them), and every file with a test of the session's Neo4j on one worker, so one Neo4j
-    starts. The compose test goes first: it mostly waits (for the Docker engine, the image build),
-    which the other workers fill."""
-    neo4j_files = {item.path for item in items if "neo4j_server" in getattr(item, "fixturenames", ())}
-    for item in items:
-        group = "neo4j" if item.path in neo4j_files else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))
+    """The compose test goes first: it mostly waits (for the Docker engine, the image build),
+    which the other workers fill.
+
+    The suite runs with ``--dist load`` (``scripts/test.sh``): tests spread over the workers one
+    by one, so a file's module fixtures are made once per worker that runs one of its tests, and
+    no test may count on another having run before it. (Grouping by ``xdist_group`` marks,
+    ``--dist loadgroup``, is silently a no-op with pytest 9.2: pytest-xdist issue #1386.)"""
     items.sort(key=lambda item: item.path.name != "test_compose.py")  # stable: the rest keep their order
