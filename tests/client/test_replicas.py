@@ -21,7 +21,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
-from gnnstore.client import GraphWriter, RemoteIdMap, RemoteNeighborSampler, connect, server_info
+from gnnstore.client import Connection, GraphWriter, RemoteIdMap, RemoteNeighborSampler, connect, server_info
 from gnnstore.common.errors import PreconditionError, ServerUnavailableError
 
 N, E = 300, 2400
@@ -64,12 +64,13 @@ def within_bound(replica: ServerProcess, seconds: float) -> bool:
     return seconds <= MAX_LAG_S or "NOT_SERVING" in replica.log.read_text()
 
 
-def sample(address: str | list[str], version: int, seeds: torch.Tensor, **connection: object) -> list:
+def sample(address: str | list[str], version: int, seeds: torch.Tensor, batch_size: int = 50,
+           **connection: object) -> list:
     """Every batch of an epoch over ``seeds`` at graph ``version``, request seeds from 11."""
     fs, gs = connect(address, **connection)
     sampler = RemoteNeighborSampler(fs, [5, 3], seed=11, feature_store=fs)
     sampler.switch_version(version)
-    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=50)
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=batch_size)
     batches = [(batch.n_id, batch.edge_index, batch.x) for batch in loader]
     fs.connection.close()
     return batches
@@ -129,11 +130,13 @@ def test_a_trainer_over_the_primary_and_its_replicas_gets_the_batches_one_server
     primary, *replicas = fleet
     pfs, _ = connect(primary.address)
     GraphWriter(pfs).write(add_edges={None: (torch.arange(0, 50), torch.arange(50, 100))})
-    reference = sample(primary.address, 1, torch.arange(N))
+    reference = sample(primary.address, 1, torch.arange(N), batch_size=20)
+    for replica in replicas:  # each has version 1 and says SERVING, so health-checked balancing uses it
+        probe = Connection(replica.address)
+        until(lambda: server_info(probe).graph_version == 1 and probe.is_serving())
+        probe.close()
     before = [requests_made(s.address, SAMPLE) for s in fleet]
-    # The trainer pins version 1 at once, whether or not each replica has it yet: one that has
-    # not answers UNAVAILABLE, and the call is retried, on the next server
-    batches = sample([s.address for s in fleet], 1, torch.arange(N), retry_timeout=30)
+    batches = sample([s.address for s in fleet], 1, torch.arange(N), batch_size=20, retry_timeout=30)
     assert len(batches) == len(reference)
     for got, want in zip(batches, reference):
         assert all(torch.equal(g, w) for g, w in zip(got, want))
