@@ -204,6 +204,10 @@ def _replicas_serve_a_trainer_and_one_killed_mid_epoch_costs_no_batch(env: dict[
     assert all(r.startswith("127.0.0.1:") for r in replicas), replicas
     reference, _ = _epoch([primary], env)
     servers = [primary, *replicas]
+    for replica in replicas:  # SERVING, as health-checked balancing needs before it sends calls
+        probe = Connection(replica, token=env["TEST_TOKEN"])
+        assert probe.is_serving(timeout=30), replica
+        probe.close()
     answered = [requests_made(s, SAMPLE, token=env["TEST_ADMIN_TOKEN"]) for s in servers]
     batches, _ = _epoch(servers, env)
     answered = [requests_made(s, SAMPLE, token=env["TEST_ADMIN_TOKEN"]) - a for s, a in zip(servers, answered)]
