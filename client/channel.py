@@ -308,8 +308,10 @@ class Connection:
             ServerUnavailableError: none of them answered.
         """
         served: dict[str, str] = {}
+        last_error = ""
         for server in self.target.servers:
-            with self._new_channel(server, server.rpartition(":")[0].strip("[]")) as channel:
+            # One server, no health checks: its own error (a refused certificate) is what to report
+            with self._new_channel(server, server.rpartition(":")[0].strip("[]"), one_server=True) as channel:
                 stub = admin_pb2_grpc.AdminServiceStub(channel)
                 try:
                     served[server] = stub.Info(admin_pb2.InfoRequest(), timeout=self.timeout,
@@ -317,10 +319,15 @@ class Connection:
                 except grpc.RpcError as exc:
                     if not self._worth_retrying(exc, probe=False):
                         raise self._error(exc, "AdminService.Info", self.timeout) from None
+                    last_error = exc.details() or exc.code().name
                     logger.warning("the gnnstore server at %s does not answer (%s); calls go to the others",
-                                   server, exc.details())
+                                   server, last_error)
         if not served:
-            raise ServerUnavailableError(f"none of the gnnstore servers {self.address} answered")
+            # A refused certificate can show as a closed socket, without the TLS words
+            hint = "" if self._tls is None else "; over TLS, check that tls= names the CA that signed them"
+            raise ServerUnavailableError(
+                f"none of the gnnstore servers {self.address} answered (the last: {last_error}){hint}"
+            )
         if len(set(served.values())) > 1:
             raise PreconditionError(
                 "the gnnstore servers serve different graphs, so their batches would mix them: "
@@ -383,9 +390,11 @@ class Connection:
                 stub = self._stubs[service] = _STUBS[service](self._channel)
             return stub
 
-    def _new_channel(self, target: str, authority: str) -> grpc.Channel:
+    def _new_channel(self, target: str, authority: str, *, one_server: bool = False) -> grpc.Channel:
+        """A channel to ``target``; over several servers (not ``one_server``), round robin over
+        those that answer the health check SERVING."""
         options = self._options()
-        if self.target.balanced:  # round robin over the servers that answer the health check SERVING
+        if self.target.balanced and not one_server:
             options.append(("grpc.service_config", BALANCED_SERVICE_CONFIG))
         if self._tls is None:
             return grpc.insecure_channel(target, options=options)
