@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gnnstore.backend.features.feature_tier import CURRENT, MANIFEST
-from gnnstore.backend.versions.write_log import BASE_FILE, WriteLog, logged_versions
+from gnnstore.backend.versions.write_log import BASE_FILE, WriteLog, logged_versions, record_name
 from gnnstore.common.errors import CommandInputError
 from gnnstore.stores.data_dir import FEATURE_TIER, FEATURES, GRAPH_WRITES, IDMAP, SNAPSHOTS, missing_parts, open_stores
 
@@ -92,7 +92,7 @@ def _copy_log(log: Path, out: Path, newest: int) -> None:
     out.mkdir()
     shutil.copy2(log / BASE_FILE, out / BASE_FILE)
     for version in range(1, newest + 1):
-        shutil.copy2(log / f"{version:012d}.npz", out / f"{version:012d}.npz")
+        shutil.copy2(log / record_name(version), out / record_name(version))
     WriteLog(out, str(json.loads((out / BASE_FILE).read_text())["base"]), read_only=True)  # raises if unreadable
 
 

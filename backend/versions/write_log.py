@@ -125,8 +125,13 @@ class WriteLog:
         self.folder.mkdir(parents=True, exist_ok=True)
         if not (self.folder / BASE_FILE).is_file():
             write_durably(self.folder / BASE_FILE, json.dumps({"base": self.base}).encode())
-        write_durably(self.folder / f"{record.version:012d}.npz", _encode(record))
+        write_durably(self.folder / record_name(record.version), _encode(record))
         self.records.append(record)
+
+
+def record_name(version: int) -> str:
+    """The file name of the write that made ``version``."""
+    return f"{version:012d}.npz"
 
 
 def logged_versions(folder: Path) -> int:
