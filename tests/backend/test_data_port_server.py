@@ -282,6 +282,8 @@ def test_a_ticket_sent_a_byte_at_a_time_is_cut_at_its_frames_deadline() -> None:
                     cut = time.monotonic() - began
                     break
             assert cut is not None and cut < 2.0 + 1.5, "a dripped ticket outlived its frame's deadline"
+        # The port's thread releases the cut connection a moment after the client sees it closed.
+        assert _wait_for(lambda: plane.connections() == 0, 5.0)
         # A client that reads and then idles is cut idle_s after its last payload, not before.
         client = DataPortClient("127.0.0.1", None)
         writer, expected = big_payload()
