@@ -33,7 +33,7 @@ import types
 from collections.abc import Sequence
 from typing import IO, Any
 
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+PR_SET_CHILD_SUBREAPER = 36
 _WARM_MODULES = ("gnnstore",)
 _FILTERS: dict[str, list] = {}  # the zygote's warning filters: before its imports, and what they added
 
@@ -247,8 +247,8 @@ def _run_child(request: dict, stdin_fd: int, stdout_fd: int, stderr_fd: int) -> 
 
 
 def _zygote_main(fd: int) -> None:
-    libc = ctypes.CDLL(None)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the test process gone: so are we
+    # The test process gone, its socket reads empty and we return. (Not PR_SET_PDEATHSIG: that
+    # fires when the *thread* that started us ends, and a test may start us from a pool thread.)
     import warnings
 
     # The imports' warnings are not shown (our stderr is /dev/null anyway); the filters they add

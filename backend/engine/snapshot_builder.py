@@ -39,6 +39,20 @@ from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 logger = logging.getLogger(__name__)
 
 
+def built_snapshot(graph_store: BaseGraphStore, directory: str | os.PathLike) -> TopologySnapshot:
+    """The snapshot of ``graph_store``'s current version, which another process (the primary)
+    built: a replica never writes its primary's directory.
+
+    Raises:
+        PreconditionError: it is not built yet.
+    """
+    version = str(graph_store.version())
+    target = snapshot_path(directory, version)
+    if not (target / META_FILE).is_file():
+        raise PreconditionError(f"the topology snapshot of graph {version!r} is not built yet: its primary builds it")
+    return TopologySnapshot.open(target)
+
+
 def build_snapshot(
     graph_store: BaseGraphStore,
     directory: str | os.PathLike,

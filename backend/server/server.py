@@ -23,6 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from gnnstore import __version__
 from gnnstore.backend.server.prometheus_endpoint import ServerGauges, start_metrics_endpoint
+from gnnstore.backend.server.replica_wait import StopRequested, open_when_prepared
 from gnnstore.backend.server.signal_wait import SignalWait
 from gnnstore.backend.server.stream_guard import StreamGuard
 from gnnstore.backend.service.admin_service import AdminServicer
@@ -82,10 +83,16 @@ class GnnStoreServer:
         self._health = health.HealthServicer(experimental_non_blocking=True)
         self._follower: ReplicaFollower | None = None
 
-    def start(self) -> str:
+    def start(self, stop_requested: Callable[[float], bool] | None = None) -> str:
         """Open the data, bind, start serving and return the bound ``host:port``.
 
+        Args:
+            stop_requested: given to a replica, it waits for a data directory that cannot be
+                opened yet, on its port, NOT_SERVING (``replica_wait``); this waits up to the
+                given seconds for a stop and says whether one came. Without it, it raises.
+
         Raises:
+            StopRequested: a stop came while the replica waited.
             InvalidRequestError: the tokens or TLS files do not fit, or a non-loopback bind
                 without tokens and without ``insecure``.
             PreconditionError: the data directory is missing or unreadable, or the port is taken.
@@ -99,7 +106,10 @@ class GnnStoreServer:
                 config.host, config.data_port, tls=_data_port_tls(config), public_port=config.data_public_port,
                 tokens=self.tokens,
             )
-        if self.data is None:
+        if self.data is None and config.replica and stop_requested is not None:
+            self.data, config = open_when_prepared(config, credentials, SERVICE_NAMES, stop_requested)
+            self.config = config  # the port it waited on
+        elif self.data is None:
             self.data = open_served_data(config)
         try:
             self._server = self._build(self.data)
@@ -439,8 +449,19 @@ def serve(config: ServerConfig, announce: Callable[[str], None]) -> None:
     """
     server = GnnStoreServer(config)
     with SignalWait((signal.SIGTERM, signal.SIGINT, signal.SIGHUP)) as signals:
+
+        def stop_requested(timeout: float) -> bool:
+            received = signals.next(timeout)
+            if received == signal.SIGHUP:
+                server.reload_tokens()
+            return received in (signal.SIGTERM, signal.SIGINT)
+
         try:
-            server.start()
+            try:
+                server.start(stop_requested)
+            except StopRequested:
+                logger.info("stopped while waiting for the primary")
+                return
             announce(server.startup_line())
             while (received := signals.next()) == signal.SIGHUP:
                 server.reload_tokens()

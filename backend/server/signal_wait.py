@@ -10,7 +10,9 @@ main thread reads the pipe: no lock is ever taken in a handler.
 from __future__ import annotations
 
 import os
+import select
 import signal
+import time
 from collections.abc import Iterable
 
 
@@ -32,9 +34,14 @@ class SignalWait:
         self._previous = {sig: signal.signal(sig, _ignore) for sig in self.signals}
         return self
 
-    def next(self) -> signal.Signals:
-        """Block until one of the signals arrives (one that arrived earlier returns at once)."""
+    def next(self, timeout: float | None = None) -> signal.Signals | None:
+        """Block until one of the signals arrives (one that arrived earlier returns at once), or
+        ``timeout`` s pass (then ``None``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._read], [], [], left)[0]:
+                return None
             received = os.read(self._read, 1)[0]
             if received in self.signals:
                 return signal.Signals(received)

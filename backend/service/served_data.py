@@ -21,7 +21,7 @@ from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine.degree_ranking import DegreeRanking
 from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
-from gnnstore.backend.engine.snapshot_builder import build_snapshot
+from gnnstore.backend.engine.snapshot_builder import build_snapshot, built_snapshot
 from gnnstore.backend.engine.temporal_index import TemporalIndexes
 from gnnstore.backend.engine.topology import edge_ends
 from gnnstore.backend.engine.weight_index import WeightIndexes
@@ -228,7 +228,10 @@ def _snapshot(
     """Sampling from a memory-mapped snapshot of the graph store's current version and the graph
     writes logged over it (temporal sampling by node or edge times, weighted sampling by edge
     weights, both read from the feature store, one per attribute per version)."""
-    snapshot = build_snapshot(stores.graph_store, config.data_dir / SNAPSHOTS, num_nodes=counts)
+    snapshot = (
+        built_snapshot(stores.graph_store, config.data_dir / SNAPSHOTS) if config.replica
+        else build_snapshot(stores.graph_store, config.data_dir / SNAPSHOTS, num_nodes=counts)
+    )
     log = WriteLog(config.data_dir / GRAPH_WRITES, snapshot.version, read_only=config.read_only or config.replica)
     versions = GraphVersions(snapshot, log, replica=config.replica)
     indexes = _IndexesPerVersion(stores.feature_store)

@@ -7,20 +7,26 @@ serving and recovers. A copy made by
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from pathlib import Path
 
+import grpc
 import pytest
 import torch
 import warm_launcher
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from served import ServerProcess, ingest, requests_made, start_server
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
+from gnnstore.backend.server.server_process import free_port
 from gnnstore.client import Connection, GraphWriter, RemoteIdMap, RemoteNeighborSampler, connect, server_info
 from gnnstore.common.errors import PreconditionError, ServerUnavailableError
 
@@ -201,3 +207,60 @@ def test_a_copy_made_while_writes_run_serves_one_version_as_the_primary_serves_i
     again = warm_launcher.run([sys.executable, "-m", "gnnstore", "snapshot", "create", "--data-dir",
                                str(primary.data_dir), str(out)], capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and f"{out} exists" in again.stderr and "Traceback" not in again.stderr
+
+
+def health(port: int) -> str:
+    """The health status the server on ``port`` answers (or the gRPC code it fails with)."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
+        except grpc.RpcError as exc:
+            return exc.code().name
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+
+def test_a_replica_started_before_its_primary_waits_on_its_port_not_serving_and_never_writes(
+    graph: Data, tmp_path: Path,
+) -> None:
+    data_dir, port = tmp_path / "data", free_port()
+    with futures.ThreadPoolExecutor(1) as pool:
+        starting = pool.submit(ServerProcess, data_dir, "--replica", "--max-lag-s", str(MAX_LAG_S),
+                               "--port", str(port), log=tmp_path / "replica.log")
+        try:
+            until(lambda: health(port) == "NOT_SERVING", timeout=60)
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel, pytest.raises(grpc.RpcError) as refused:
+                channel.unary_unary(SAMPLE)(b"", timeout=5)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "waiting for its primary" in refused.value.details() and str(tmp_path) not in refused.value.details()
+            ingest(graph, data_dir)  # no primary has run: no topology snapshot, no feature tier
+            until(lambda: "is not built yet: its primary builds it" in (tmp_path / "replica.log").read_text())
+            assert health(port) == "NOT_SERVING"
+            assert not (data_dir / "snapshots").exists(), "a replica wrote its primary's directory"
+            with start_server(data_dir, name="primary") as primary:
+                with starting.result(timeout=120) as replica:
+                    assert replica.address == f"127.0.0.1:{port}"
+                    for got, want in zip(sample(replica.address, 0, torch.arange(N)),
+                                         sample(primary.address, 0, torch.arange(N)), strict=True):
+                        assert all(torch.equal(g, w) for g, w in zip(got, want))
+        finally:
+            if not starting.done() or starting.exception() is None:
+                starting.result(timeout=120).stop()
+
+
+def test_a_replica_waiting_for_its_primary_stops_at_once_on_sigterm(tmp_path: Path) -> None:
+    port, log = free_port(), tmp_path / "replica.log"
+    with open(log, "w") as stderr:
+        waiting = warm_launcher.popen(
+            [sys.executable, "-m", "gnnstore", "serve", "--replica", "--data-dir", str(tmp_path / "none"),
+             "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=stderr,
+        )
+        try:
+            until(lambda: health(port) == "NOT_SERVING", timeout=60)
+            waiting.send_signal(signal.SIGTERM)
+            assert waiting.wait(timeout=15) == 0
+        finally:
+            if waiting.poll() is None:
+                waiting.kill()
+    text = log.read_text()
+    assert "does not exist" in text and "stopped while waiting for the primary" in text and "Traceback" not in text
+    assert not (tmp_path / "none").exists()
