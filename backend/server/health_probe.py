@@ -6,6 +6,9 @@ For a container's health check and Kubernetes probes (the Dockerfile's HEALTHCHE
 trusts that CA, so the server's certificate must name ``localhost``. A server that requires
 client certificates (mutual TLS) cannot be probed this way. Exit 1, with one line on stderr,
 for anything but SERVING: not listening, shutting down, or no answer within 3 s.
+
+``--alive`` (for liveness probes) also passes NOT_SERVING: a replica behind its primary, or
+waiting for it, is not ready but alive, and restarting it would not bring it closer.
 """
 from __future__ import annotations
 
@@ -31,7 +34,11 @@ def probe(port: str, ca_path: str | None) -> str:
     return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
 
 
-def main() -> int:
+def main(args: list[str]) -> int:
+    if args not in ([], ["--alive"]):
+        print("usage: python -m gnnstore.backend.server.health_probe [--alive]", file=sys.stderr)
+        return 2
+    passing = ("SERVING", "NOT_SERVING") if args else ("SERVING",)
     port = os.environ.get("GNNSTORE_PORT", "50051")
     try:
         status = probe(port, os.environ.get("GNNSTORE_TLS_CA"))
@@ -39,11 +46,11 @@ def main() -> int:
         status = exc.code().name
     except OSError as exc:
         status = f"cannot read $GNNSTORE_TLS_CA ({exc.strerror})"
-    if status == "SERVING":
+    if status in passing:
         return 0
     print(f"gnnstore on localhost:{port}: {status}", file=sys.stderr)
     return 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -19,9 +19,9 @@ from served import ingest, start_server
 from gnnstore.ingest.generator import generate_graph
 
 
-def _probe(port: int | str, **env: str) -> subprocess.CompletedProcess:
+def _probe(port: int | str, *args: str, **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k != "GNNSTORE_TLS_CA"}
-    return subprocess.run([sys.executable, "-m", "gnnstore.backend.server.health_probe"], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "gnnstore.backend.server.health_probe", *args], capture_output=True,
                           text=True, timeout=60, env={**environ, "GNNSTORE_PORT": str(port), **env})
 
 
@@ -64,6 +64,19 @@ def test_the_probe_passes_only_serving(tls: bool, tmp_path: Path) -> None:
         assert not_serving.returncode == 1 and not_serving.stderr == f"gnnstore on localhost:{port}: NOT_SERVING\n"
         servicer.set("", health_pb2.HealthCheckResponse.SERVING)
         assert _probe(port, **env).returncode == 0
+
+
+def test_the_liveness_probe_passes_not_serving_too_and_nothing_else(tmp_path: Path) -> None:
+    with _health_service(None) as (servicer, port, _):
+        servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)  # a replica behind, or waiting
+        assert _probe(port, "--alive").returncode == 0
+        servicer.set("", health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+        unknown = _probe(port, "--alive")
+        assert unknown.returncode == 1 and unknown.stderr == f"gnnstore on localhost:{port}: SERVICE_UNKNOWN\n"
+    gone = _probe(port, "--alive")
+    assert gone.returncode == 1 and gone.stderr.endswith(": UNAVAILABLE\n")
+    wrong = _probe(port, "--ready")
+    assert wrong.returncode == 2 and "usage:" in wrong.stderr
 
 
 def test_over_tls_the_probe_trusts_only_the_ca_it_is_given(tmp_path: Path) -> None:
