@@ -8,6 +8,7 @@ names a marker file in ``$GNNSTORE_DOCKER_SETUP_DONE`` that this test waits for.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import subprocess
@@ -191,6 +192,23 @@ def _epoch(addresses: list[str], env: dict[str, str], after_batch: Callable[[int
     return batches, longest
 
 
+def _digest(batch: tuple) -> str:
+    """A batch's (n_id, edge_index, x) as one hash, to compare batches made in another process."""
+    return hashlib.sha256(b"".join(t.numpy().tobytes() for t in batch)).hexdigest()
+
+
+# A trainer inside the compose network: one name for every replica, as the compose DNS answers it.
+_EPOCH_THROUGH_ONE_NAME = """
+import hashlib, sys, torch
+from torch_geometric.loader import NodeLoader
+from gnnstore.client import RemoteNeighborSampler, connect
+fs, gs = connect("dns:///replica:50051", token=sys.argv[1], timeout=60, retry_timeout=60)
+sampler = RemoteNeighborSampler(fs, [10, 5], seed=11, feature_store=fs)
+for batch in NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(3000), batch_size=250):
+    print(hashlib.sha256(b"".join(t.numpy().tobytes() for t in (batch.n_id, batch.edge_index, batch.x))).hexdigest())
+"""
+
+
 def _replicas_serve_a_trainer_and_one_killed_mid_epoch_costs_no_batch(env: dict[str, str]) -> None:
     """Two replicas scaled up beside the primary: every server answers a share of an epoch, each
     batch is the primary's, and one replica killed mid-epoch costs no batch. (Part of the one
@@ -212,6 +230,13 @@ def _replicas_serve_a_trainer_and_one_killed_mid_epoch_costs_no_batch(env: dict[
     batches, _ = _epoch(servers, env)
     answered = [requests_made(s, SAMPLE, token=env["TEST_ADMIN_TOKEN"]) - a for s, a in zip(servers, answered)]
     assert all(answered), answered  # every server took a share
+    answered = [requests_made(r, SAMPLE, token=env["TEST_ADMIN_TOKEN"]) for r in replicas]
+    inside = _run("docker", "compose", "--profile", "replicas", "run", "--rm", "--no-deps", "-T", "replica",
+                  "python", "-c", _EPOCH_THROUGH_ONE_NAME, env["TEST_TOKEN"], env=env, timeout=600)
+    assert inside.returncode == 0, inside.stderr[-3000:]
+    assert inside.stdout.split() == [_digest(b) for b in reference], "an epoch through dns:///replica differs"
+    answered = [requests_made(r, SAMPLE, token=env["TEST_ADMIN_TOKEN"]) - a for r, a in zip(replicas, answered)]
+    assert all(answered), answered  # the one name reached every replica
     (victim, *_) = _run("docker", "compose", "ps", "-q", "replica", env=env).stdout.split()
     kills: list[subprocess.CompletedProcess] = []
 

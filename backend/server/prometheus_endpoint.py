@@ -52,7 +52,9 @@ class ServerGauges:
     data_port: Callable[[], tuple[int, int]]
     """``(payload bytes held, connections open)`` on the data port (zeros without one)."""
     info: dict[str, str]
-    """Server version, graph backend, snapshot version."""
+    """Server version, graph backend, snapshot version, role (primary, replica, read-only)."""
+    replica_lag_s: Callable[[], float | None]
+    """A replica's seconds since its last catch-up with the primary began (``None``: not a replica)."""
 
 
 class GnnstoreCollector(Collector):
@@ -62,8 +64,12 @@ class GnnstoreCollector(Collector):
         self._metrics, self._gauges = metrics, gauges
 
     def collect(self) -> Iterator[Metric]:
-        yield InfoMetricFamily("gnnstore_server", "The server's version, graph backend and snapshot version.",
+        yield InfoMetricFamily("gnnstore_server", "The server's version, graph backend, snapshot version and role.",
                                value=self._gauges.info)
+        lag = self._gauges.replica_lag_s()
+        if lag is not None:
+            yield GaugeMetricFamily("gnnstore_replica_lag_seconds",
+                                    "Seconds since this replica's last catch-up with its primary began.", value=lag)
         yield GaugeMetricFamily("gnnstore_uptime_seconds", "Seconds since the server started.",
                                 value=self._metrics.uptime_s())
         waiting, running = self._gauges.sampling_load()

@@ -173,7 +173,9 @@ class GnnStoreServer:
                 self.data_port_server.tickets.held_bytes, self.data_port_server.connections()
             ),
             {"version": __version__, "graph_backend": self.data.graph_backend,
-             "snapshot_id": self.data.summary.snapshot_id},
+             "snapshot_id": self.data.summary.snapshot_id,
+             "role": "replica" if config.replica else "read-only" if config.read_only else "primary"},
+            lambda: None if self._follower is None else self._follower.lag_s(),
         )
         try:
             self._metrics_endpoint, self.metrics_port = start_metrics_endpoint(

@@ -44,8 +44,7 @@ class ReplicaFollower:
         self._thread: threading.Thread | None = None
         self._ready = False
         self._last_error: str | None = None
-        self.caught_up_at = 0.0
-        """``time.monotonic()`` when the last successful round began."""
+        self._caught_up_at = 0.0  # time.monotonic() when the last successful round began
 
     def start(self) -> None:
         """Catch up once (raising what fails), report ready, then follow in a thread."""
@@ -53,6 +52,10 @@ class ReplicaFollower:
         self._set_ready(True)
         self._thread = threading.Thread(target=self._run, name="gnnstore-replica", daemon=True)
         self._thread.start()
+
+    def lag_s(self) -> float:
+        """Seconds since the last successful round began: the most the data trails the primary's."""
+        return time.monotonic() - self._caught_up_at
 
     def stop(self) -> None:
         """Stop following (the data stays open)."""
@@ -70,7 +73,7 @@ class ReplicaFollower:
         data.feature_reader.tier.follow()
         if data.versions is not None:
             data.versions.adopt(records)
-        self.caught_up_at = began
+        self._caught_up_at = began
 
     def _run(self) -> None:
         interval = max(0.05, self._max_lag_s / 4)
@@ -86,7 +89,7 @@ class ReplicaFollower:
                 if self._last_error is not None:
                     logger.info("replica: caught up with the primary again")
                     self._last_error = None
-            self._set_ready(time.monotonic() - self.caught_up_at <= self._max_lag_s)
+            self._set_ready(self.lag_s() <= self._max_lag_s)
 
     def _set_ready(self, ready: bool) -> None:
         if ready != self._ready:

@@ -55,7 +55,13 @@ def test_a_scrape_counts_calls_latencies_bytes_and_the_servers_state(tmp_path: P
         assert value(samples, "gnnstore_data_port_held_bytes") == 0  # payloads too small for it
         assert value(samples, "gnnstore_data_port_connections") == 0
         version = server_info(server.address).snapshot_id
-        assert value(samples, "gnnstore_server_info", snapshot_id=version) == 1
+        assert value(samples, "gnnstore_server_info", snapshot_id=version, role="primary") == 1
+        assert "gnnstore_replica_lag_seconds" not in samples
+        replica_port = free_port()
+        with ServerProcess(data_dir, "--replica", "--metrics-port", str(replica_port), log=tmp_path / "replica.log"):
+            of_replica = scrape(replica_port)
+            assert value(of_replica, "gnnstore_server_info", snapshot_id=version, role="replica") == 1
+            assert 0 <= value(of_replica, "gnnstore_replica_lag_seconds") < 60
         assert value(samples, "process_resident_memory_bytes") > 0
         log = (tmp_path / "server.log").read_text()
         assert f"http://127.0.0.1:{port}/metrics" in log and "no authentication" not in log
