@@ -83,8 +83,13 @@ def _read_only_view(path: Path) -> Path:
 
 
 def _temporary_folder(prefix: str) -> str:
-    """A new folder, removed when the process exits."""
-    folder = tempfile.mkdtemp(prefix=prefix)
+    """A new folder, removed when the process exits; ones left by processes that were killed
+    (no exit handlers ran) are removed first."""
+    for left in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        pid = left.name[len(prefix):].split("-")[0]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            shutil.rmtree(left, ignore_errors=True)
+    folder = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
     atexit.register(shutil.rmtree, folder, True)
     return folder
 

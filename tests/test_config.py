@@ -81,6 +81,9 @@ def test_malformed_toml_names_the_file(tmp_path: Path) -> None:
         ({"GNNSTORE_BULK_SAMPLE_EDGES": "-1"}, "bulk_sample_edges must be >= 0, got -1"),
         ({"GNNSTORE_RESIDENT_FEATURE_BYTES": "-1"}, "resident_feature_bytes must be >= 0, got -1"),
         ({"GNNSTORE_READ_ONLY": "maybe"}, "not a valid bool"),
+        ({"GNNSTORE_REPLICA": "true", "GNNSTORE_MAX_LAG_S": "0.1"}, "max_lag_s must be 0.2 to 3600 seconds, got 0.1"),
+        ({"GNNSTORE_REPLICA": "true", "GNNSTORE_MAX_LAG_S": "nan"}, "max_lag_s must be 0.2 to 3600 seconds"),
+        ({"GNNSTORE_REPLICA": "true", "GNNSTORE_MAX_LAG_S": "7200"}, "max_lag_s must be 0.2 to 3600 seconds"),
     ],
 )
 def test_bad_values_name_their_source(env: dict[str, str], fragment: str) -> None:

@@ -1,6 +1,7 @@
 """Where a topology snapshot's folder lives, and its atomic publication (build aside, rename in)."""
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import re
@@ -55,11 +56,12 @@ class staging_dir:  # noqa: N801 (used as a context manager, like tempfile.Tempo
             shutil.rmtree(old, ignore_errors=True)  # open memory maps stay valid on POSIX
 
 
-def sweep_dead_builds(directory: Path) -> None:
-    """Remove ``.building-<pid>-*`` folders whose builder process no longer exists."""
+def sweep_dead_builds(directory: Path, name: str = "") -> None:
+    """Remove ``.building-<pid>-<name>-*`` folders whose builder process no longer exists
+    (any ``name`` when it is empty)."""
     if not directory.is_dir():
         return
-    for path in directory.glob(".building-*"):
+    for path in directory.glob(f".building-*-{glob.escape(name)}-*" if name else ".building-*"):
         pid = path.name.split("-")[1]
         if not pid.isdigit() or not os.path.exists(f"/proc/{pid}"):
             shutil.rmtree(path, ignore_errors=True)

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from gnnstore.backend.engine.snapshot_folder import sweep_dead_builds
 from gnnstore.backend.features.feature_tier import CURRENT, MANIFEST
 from gnnstore.backend.versions.write_log import BASE_FILE, WriteLog, logged_versions, record_name
 from gnnstore.common.errors import CommandInputError
@@ -58,7 +60,9 @@ def copy_newest_version(data_dir: Path, out: Path) -> CopiedVersion:
             f"data directory {data_dir} lacks {', '.join(missing)}: snapshot create copies a data directory "
             "`gnnstore ingest` wrote, with its graph in it"
         )
-    staging = out.parent / f".{out.name}.part-{uuid.uuid4().hex}"
+    # Named as a snapshot build is, so a copy killed half-way is swept by the next one.
+    staging = out.parent / f".building-{os.getpid()}-{out.name}-{uuid.uuid4().hex[:8]}"
+    sweep_dead_builds(out.parent, out.name)
     try:
         with open_stores(data_dir, follow=True) as stores:
             graph_version = logged_versions(data_dir / GRAPH_WRITES)  # before the stores' views: see above

@@ -6,6 +6,7 @@ serving and recovers. A copy made by
 ``gnnstore snapshot create`` while writes run serves one version, as the primary serves it."""
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -189,11 +190,17 @@ def test_a_copy_made_while_writes_run_serves_one_version_as_the_primary_serves_i
     try:
         until(lambda: server_info(pfs.connection).graph_version >= 3)
         out = tmp_path / "copy"
+        no_such_pid = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+        killed_half_way = tmp_path / f".building-{no_such_pid}-copy-0123abcd"  # a copy SIGKILLed half-way
+        still_running = tmp_path / f".building-{os.getpid()}-copy-4567abcd"
+        for staging in (killed_half_way, still_running):
+            (staging / "features").mkdir(parents=True)
         made = warm_launcher.run([sys.executable, "-m", "gnnstore", "snapshot", "create", "--data-dir",
                                   str(primary.data_dir), str(out)], capture_output=True, text=True, timeout=300)
         assert made.returncode == 0, made.stderr[-3000:]
         version = int(re.search(r"copied graph version (\d+) ", made.stdout).group(1))
         assert version >= 3
+        assert not killed_half_way.exists() and still_running.exists()  # swept only when its process is gone
     finally:
         stop.set()
         writes.join()

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -158,3 +160,20 @@ def test_a_follower_sees_the_writers_rows_and_attributes_after_catching_up(tmp_p
             assert torch.equal(follower.get_tensor(group_name="paper", attr_name="x", index=None)[2], torch.ones(2))
             with pytest.raises(PreconditionError, match="read-only"):
                 follower.put_tensor(torch.ones(1, 2), group_name="paper", attr_name="x", index=torch.tensor([0]))
+
+
+def test_a_followers_log_folder_left_by_a_killed_process_is_removed_by_the_next_follower(tmp_path: Path) -> None:
+    """A follower's RocksDB log folder goes at a clean exit; a SIGKILL used to leave it for good."""
+    temp = Path(tempfile.gettempdir())
+    no_such_pid = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+    killed, alive = temp / f"gnnstore-secondary-{no_such_pid}-x1", temp / f"gnnstore-secondary-{os.getppid()}-x2"
+    for folder in (killed, alive):
+        folder.mkdir()
+    try:
+        with RocksDBFeatureStore(tmp_path / "f") as writer:
+            writer.put_tensor(torch.zeros(4, 2), group_name="paper", attr_name="x", index=None)
+            with RocksDBFeatureStore(tmp_path / "f", follow=True):
+                assert not killed.exists() and alive.exists()  # another live process's stays
+                assert list(temp.glob(f"gnnstore-secondary-{os.getpid()}-*"))  # its own names its pid
+    finally:
+        shutil.rmtree(alive, ignore_errors=True)
