@@ -24,6 +24,8 @@ def test_the_block_runs_behind_a_capped_loopback_and_returns_home() -> None:
     with capped_loopback("10gbit") as refused:
         assert refused is None
         assert _namespace() != home
+        name = subprocess.run(["ip", "netns", "identify"], capture_output=True, text=True, check=True).stdout.strip()
+        assert name.startswith("gnnstore-link-")
         qdisc = subprocess.run(["tc", "qdisc", "show", "dev", "lo"], capture_output=True, text=True, check=True)
         assert "tbf" in qdisc.stdout and "10Gbit" in qdisc.stdout
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
@@ -32,5 +34,5 @@ def test_the_block_runs_behind_a_capped_loopback_and_returns_home() -> None:
             with socket.create_connection(server.getsockname()):
                 pass
     assert _namespace() == home
-    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert "gnnstore-link-" not in left
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    assert name not in left  # (not any gnnstore-link-: a benchmark may hold one meanwhile)
