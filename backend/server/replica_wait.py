@@ -56,7 +56,7 @@ def open_when_prepared(
     Raises:
         StopRequested: a stop came first.
     """
-    waiting: grpc.Server | None = None
+    waiting: tuple[grpc.Server, futures.ThreadPoolExecutor] | None = None
     reason = None
     try:
         while True:
@@ -64,8 +64,8 @@ def open_when_prepared(
                 return open_served_data(config), config
             except GnnStoreError as exc:
                 if waiting is None:
-                    waiting, port = _waiting_port(config, credentials, service_names)
-                    config = replace(config, port=port)
+                    server, handlers, port = _waiting_port(config, credentials, service_names)
+                    waiting, config = (server, handlers), replace(config, port=port)
                 if str(exc) != reason:
                     reason = str(exc)
                     logger.warning(
@@ -76,17 +76,17 @@ def open_when_prepared(
                 raise StopRequested
     finally:
         if waiting is not None:
-            waiting.stop(0).wait()
+            server, handlers = waiting
+            server.stop(0).wait()
+            handlers.shutdown()
 
 
 def _waiting_port(
     config: ServerConfig, credentials: grpc.ServerCredentials | None, service_names: Iterable[str]
-) -> tuple[grpc.Server, int]:
+) -> tuple[grpc.Server, futures.ThreadPoolExecutor, int]:
     """Bind the port: health says NOT_SERVING, other calls get UNAVAILABLE naming the wait."""
-    server = grpc.server(
-        futures.ThreadPoolExecutor(2, thread_name_prefix="gnnstore-waiting"),
-        maximum_concurrent_rpcs=max(4, config.max_concurrent_rpcs // 4),
-    )
+    handlers = futures.ThreadPoolExecutor(2, thread_name_prefix="gnnstore-waiting")
+    server = grpc.server(handlers, maximum_concurrent_rpcs=max(4, config.max_concurrent_rpcs // 4))
     servicer = health.HealthServicer(experimental_non_blocking=True)  # a Watch holds no thread
     for name in ("", *service_names):
         servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -100,7 +100,7 @@ def _waiting_port(
     except RuntimeError as exc:
         raise PreconditionError(f"cannot listen on {config.address}: {exc}") from None
     server.start()
-    return server, port
+    return server, handlers, port
 
 
 class _Unavailable(grpc.GenericRpcHandler):
