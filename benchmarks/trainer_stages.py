@@ -1,0 +1,157 @@
+"""Where a remote batch's CPU goes on the trainer, stage by stage, beside the engine in memory.
+
+Issue 42 asks for the trainer's CPU a batch at a third of the in-memory engine's. This splits
+both sides of that ratio into their stages, each as the CPU time of the thread that runs it
+(``time.thread_time``), so the next change knows what it moves. A generated power-law graph
+(default 100k nodes, 2.5M edges, 100 float32 features) is ingested and served by a real
+``gnnstore serve`` child; the trainer is a PyG ``NodeLoader`` (1024 seeds a batch, fanouts
+[15, 10]) with a static cache of 20% of the feature bytes and prefetch 2, socket only (the
+data port; no shared memory), as across hosts. The engine is gnnstore's sampler in-process
+over the same tensors.
+
+Stages nest: ``sample`` holds ``gRPC call`` and ``data port receive``; ``assemble`` (PyG's
+filter: the edge index stacked, then the feature store's ``multi_get``) holds ``cache hits
+placed`` and ``delivered rows placed``. Process CPU also counts what no stage names (torch's
+operator threads, the loader's index batches, the prefetch threads' hand-offs).
+
+    nice python -m benchmarks.trainer_stages
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+import torch_geometric.loader.node_loader as node_loader
+from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
+
+from benchmarks.results_page import write_page
+from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
+from gnnstore.backend.engine.topology import TopologySnapshot
+from gnnstore.backend.server.server_process import ServerProcess
+from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
+from gnnstore.client.channel import Connection
+from gnnstore.client.data_port import DataPortClient
+from gnnstore.client.feature_cache import FeatureCache
+from gnnstore.ingest.generator import generate_graph
+from gnnstore.ingest.graph_ingest import ingest_graph
+from gnnstore.stores.data_dir import open_stores
+
+
+class StageClock:
+    """Thread CPU seconds spent in wrapped functions, by stage name."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self._lock = threading.Lock()
+
+    def wrap(self, owner: object, name: str, stage: str) -> Callable[[], None]:
+        """Time ``owner.name`` as ``stage``; returns what puts the original back."""
+        original = getattr(owner, name)
+
+        @functools.wraps(original)
+        def timed(*args: object, **kwargs: object) -> object:
+            began = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.seconds[stage] += time.thread_time() - began
+
+        setattr(owner, name, timed)
+        return lambda: setattr(owner, name, original)
+
+
+def process_cpu() -> float:
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
+def measure(loader: object, clock: StageClock, args: argparse.Namespace) -> tuple[float, dict[str, float]]:
+    """Process CPU ms a batch and each stage's ms a batch, after a warm-up."""
+    batches = iter(loader)
+    for _ in range(args.warmup):
+        next(batches)
+    clock.seconds.clear()
+    began = process_cpu()
+    for _ in range(args.batches):
+        next(batches)
+    per_batch = 1000 / args.batches
+    return (process_cpu() - began) * per_batch, {k: v * per_batch for k, v in clock.seconds.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=100_000)
+    parser.add_argument("--avg-degree", type=float, default=25.0)
+    parser.add_argument("--dim", type=int, default=100)
+    parser.add_argument("--batches", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    graph = generate_graph(args.nodes, args.avg_degree, args.dim, 10, seed=1, out_degree_exponent=2.1)
+    seeds = torch.randperm(args.nodes, generator=torch.Generator().manual_seed(1))
+    data = Data(x=graph.x, edge_index=graph.edge_index, y=graph.y)
+    clock = StageClock()
+    restore = [
+        clock.wrap(SnapshotNeighborSampler, "sample_from_nodes", "engine: sample"),
+        clock.wrap(RemoteNeighborSampler, "_sample", "sample"),
+        clock.wrap(Connection, "call", "sample: gRPC call"),
+        clock.wrap(DataPortClient, "fetch", "sample: data port receive"),
+        clock.wrap(node_loader.NodeLoader, "filter_fn", "assemble"),
+        clock.wrap(FeatureCache, "locate", "assemble: cache hits placed"),
+        clock.wrap(FeatureCache, "fill", "assemble: delivered rows placed"),
+    ]
+    engine = NodeLoader(data, node_sampler=SnapshotNeighborSampler(TopologySnapshot.from_data(data), [15, 10]),
+                        input_nodes=seeds, batch_size=1024)
+    rows: list[tuple[str, list[float]]] = []
+    with tempfile.TemporaryDirectory(prefix="gnnstore-stages-") as folder:
+        with open_stores(Path(folder) / "data") as stores:
+            ingest_graph(graph, stores)
+        with ServerProcess(Path(folder) / "data", log=Path(folder) / "server.log") as server:
+            fs, _ = connect(server.address, shared_memory=False)
+            cache_bytes = int(0.2 * sum(s.dtype.itemsize * int(np.prod(s.shape)) for s in fs.schema()))
+            fs.connection.close()
+            fs, gs = connect(server.address, cache_bytes=cache_bytes, cache_policy="static", shared_memory=False)
+            remote = Prefetcher(NodeLoader((fs, gs), node_sampler=RemoteNeighborSampler(fs, [15, 10], feature_store=fs),
+                                           input_nodes=seeds, batch_size=1024), depth=2)
+            figures: dict[str, list[float]] = defaultdict(list)
+            for _ in range(args.rounds):
+                engine_total, engine_stages = measure(engine, clock, args)
+                trainer_total, trainer_stages = measure(remote, clock, args)
+                figures["engine in memory: process"].append(engine_total)
+                figures["engine in memory: engine's sampling"].append(engine_stages.get("engine: sample", 0.0))
+                figures["engine in memory: assemble"].append(engine_stages.get("assemble", 0.0))
+                figures["trainer: process"].append(trainer_total)
+                for stage in ("sample", "sample: gRPC call", "sample: data port receive", "assemble",
+                              "assemble: cache hits placed", "assemble: delivered rows placed"):
+                    figures[f"trainer: {stage}"].append(trainer_stages.get(stage, 0.0))
+                print({k: round(v[-1], 2) for k, v in figures.items()}, flush=True)
+            rows = list(figures.items())
+            fs.connection.close()
+    for undo in restore:
+        undo()
+    ratio = [t / e for t, e in zip(dict(rows)["trainer: process"], dict(rows)["engine in memory: process"])]
+    table = ["| stage | CPU ms a batch, each round | median |", "|---|---|---|"]
+    for name, values in rows:
+        table.append(f"| {name} | {', '.join(f'{v:.2f}' for v in values)} | {sorted(values)[len(values) // 2]:.2f} |")
+    body = (f"{args.nodes:,} nodes, ~{int(args.nodes * args.avg_degree):,} edges, {args.dim} float32 features; "
+            f"1024 seeds a batch, fanouts [15, 10]; remote: static cache of 20% of the feature bytes, prefetch 2, "
+            f"socket only. {args.batches} batches a round after {args.warmup} warm-up; stages are the CPU time of "
+            "the thread that ran them.\n\n" + "\n".join(table) + "\n\nTrainer process CPU ÷ engine process CPU, "
+            f"each round: {', '.join(f'{r:.2f}×' for r in ratio)} (the issue's target: 0.35×).\n")
+    print(write_page("trainer_stages", "Where a remote batch's CPU goes on the trainer",
+                     "python -m benchmarks.trainer_stages", body))
+
+
+if __name__ == "__main__":
+    main()
