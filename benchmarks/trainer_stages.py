@@ -34,6 +34,7 @@ import torch_geometric.loader.node_loader as node_loader
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
+from benchmarks.loader import cpu_seconds
 from benchmarks.results_page import write_page
 from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
 from gnnstore.backend.engine.topology import TopologySnapshot
@@ -71,22 +72,18 @@ class StageClock:
         return lambda: setattr(owner, name, original)
 
 
-def process_cpu() -> float:
-    times = psutil.Process().cpu_times()
-    return times.user + times.system
-
-
 def measure(loader: object, clock: StageClock, args: argparse.Namespace) -> tuple[float, dict[str, float]]:
     """Process CPU ms a batch and each stage's ms a batch, after a warm-up."""
     batches = iter(loader)
     for _ in range(args.warmup):
         next(batches)
     clock.seconds.clear()
-    began = process_cpu()
+    trainer = psutil.Process()
+    began = cpu_seconds(trainer)
     for _ in range(args.batches):
         next(batches)
     per_batch = 1000 / args.batches
-    return (process_cpu() - began) * per_batch, {k: v * per_batch for k, v in clock.seconds.items()}
+    return (cpu_seconds(trainer) - began) * per_batch, {k: v * per_batch for k, v in clock.seconds.items()}
 
 
 def main() -> None:
@@ -113,7 +110,7 @@ def main() -> None:
     ]
     engine = NodeLoader(data, node_sampler=SnapshotNeighborSampler(TopologySnapshot.from_data(data), [15, 10]),
                         input_nodes=seeds, batch_size=1024)
-    rows: list[tuple[str, list[float]]] = []
+    figures: dict[str, list[float]] = defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="gnnstore-stages-") as folder:
         with open_stores(Path(folder) / "data") as stores:
             ingest_graph(graph, stores)
@@ -124,7 +121,6 @@ def main() -> None:
             fs, gs = connect(server.address, cache_bytes=cache_bytes, cache_policy="static", shared_memory=False)
             remote = Prefetcher(NodeLoader((fs, gs), node_sampler=RemoteNeighborSampler(fs, [15, 10], feature_store=fs),
                                            input_nodes=seeds, batch_size=1024), depth=2)
-            figures: dict[str, list[float]] = defaultdict(list)
             for _ in range(args.rounds):
                 engine_total, engine_stages = measure(engine, clock, args)
                 trainer_total, trainer_stages = measure(remote, clock, args)
@@ -136,13 +132,12 @@ def main() -> None:
                               "assemble: cache hits placed", "assemble: delivered rows placed"):
                     figures[f"trainer: {stage}"].append(trainer_stages.get(stage, 0.0))
                 print({k: round(v[-1], 2) for k, v in figures.items()}, flush=True)
-            rows = list(figures.items())
             fs.connection.close()
     for undo in restore:
         undo()
-    ratio = [t / e for t, e in zip(dict(rows)["trainer: process"], dict(rows)["engine in memory: process"])]
+    ratio = [t / e for t, e in zip(figures["trainer: process"], figures["engine in memory: process"])]
     table = ["| stage | CPU ms a batch, each round | median |", "|---|---|---|"]
-    for name, values in rows:
+    for name, values in figures.items():
         table.append(f"| {name} | {', '.join(f'{v:.2f}' for v in values)} | {sorted(values)[len(values) // 2]:.2f} |")
     body = (f"{args.nodes:,} nodes, ~{int(args.nodes * args.avg_degree):,} edges, {args.dim} float32 features; "
             f"1024 seeds a batch, fanouts [15, 10]; remote: static cache of 20% of the feature bytes, prefetch 2, "

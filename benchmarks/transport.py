@@ -72,8 +72,9 @@ def serve(conn: Connection, rows: int, dim: int, edges: int) -> None:
     layout = {name: (writer.place(a.view(np.uint8).reshape(-1)), a.dtype.str, a.shape) for name, a in arrays.items()}
     port = DataPort("127.0.0.1")
     port.start()
-    flight_server = _FlightServer(as_table(arrays))
-    conn.send((port.port, flight_server.port, layout, writer.size, _ipc_bytes(as_table(arrays))))
+    table = as_table(arrays)
+    flight_server = _FlightServer(table)
+    conn.send((port.port, flight_server.port, layout, writer.size, _ipc_bytes(table)))
     while (command := conn.recv()) != "stop":
         if command == "ticket":
             conn.send(port.hold(writer, "bench").SerializeToString())

@@ -15,6 +15,7 @@ from typing import Self
 from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, WriteBatch
 
 from gnnstore.common.errors import PreconditionError, ResourceExhaustedError
+from gnnstore.common.processes import process_exists
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def open_rdict(path: str | os.PathLike, *, read_only: bool, what: str, follow: b
 
     With ``follow`` (and ``read_only``) it is a RocksDB *secondary instance*: it reads the
     files the writer of ``path`` writes and sees its later writes after ``try_catch_up_with_primary``
-    (its own info log goes to a temporary folder, removed when the process exits).
+    (its own info log goes to a temporary folder, removed by ``close_rdict`` or at exit).
 
     Raises:
         PreconditionError: a read-only open of a missing database, a database locked by
@@ -45,23 +46,54 @@ def open_rdict(path: str | os.PathLike, *, read_only: bool, what: str, follow: b
     path = Path(path)
     if read_only and not (path / "CURRENT").is_file():
         raise PreconditionError(f"{what} {path} does not exist (run `gnnstore ingest` first)")
+    folder = None  # a temporary folder this database uses, removed when it closes
+    opened = path
     if follow:
-        access = AccessType.secondary(_temporary_folder("gnnstore-secondary-"))
+        folder = _temporary_folder("gnnstore-secondary-")
+        access = AccessType.secondary(str(folder))
     else:
         access = AccessType.read_only(False) if read_only else AccessType.read_write()
-    opened = _read_only_view(path) if read_only and not follow and not os.access(path, os.W_OK) else path
+        if read_only and not os.access(path, os.W_OK):
+            opened = folder = _read_only_view(path)
     try:
-        return Rdict(
+        db = Rdict(
             str(opened), rocksdb_options(),
             column_families={"default": rocksdb_options()}, access_type=access,
         )
     except Exception as exc:  # rocksdict raises a bare Exception for lock and corruption errors
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
         if "lock" in str(exc).lower():
             raise PreconditionError(
                 f"cannot open {what} {path}: another process holds its write lock (a running "
                 "`gnnstore serve` or ingest); stop it first, or write through the server"
             ) from exc
         raise PreconditionError(f"cannot open {what} {path}: {exc}") from exc
+    if folder is not None:
+        _FOLDER_OF[id(db)] = folder
+    return db
+
+
+def close_rdict(db: Rdict) -> None:
+    """Close ``db`` and remove the temporary folder it used (a replica waiting for its primary
+    opens and closes its databases every second: each left a folder until the process exited)."""
+    db.close()
+    folder = _FOLDER_OF.pop(id(db), None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_FOLDER_OF: dict[int, Path] = {}
+"""The temporary folder of each open database that has one, by the database's ``id``."""
+
+
+@atexit.register
+def _remove_folders() -> None:
+    """At exit, the folders of databases never closed (a kill leaves them to ``_temporary_folder``);
+    a forked child that exits leaves its parent's alone."""
+    for folder in _FOLDER_OF.values():
+        if f"-{os.getpid()}-" in folder.name:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 _ROCKSDICT_CONFIG = "rocksdict-config.json"
@@ -73,25 +105,23 @@ def _read_only_view(path: Path) -> Path:
 
     rocksdict writes its config file on every open, which a read-only filesystem refuses; the
     view takes that write, and RocksDB only reads the real files through the links. The view
-    is removed when the process exits.
+    is removed when the database closes.
     """
-    view = Path(_temporary_folder("gnnstore-read-only-"))
+    view = _temporary_folder("gnnstore-read-only-")
     for entry in path.iterdir():
         if entry.name not in ("LOCK", _ROCKSDICT_CONFIG) and not entry.name.startswith("LOG"):
             (view / entry.name).symlink_to(entry)
     return view
 
 
-def _temporary_folder(prefix: str) -> str:
-    """A new folder, removed when the process exits; ones left by processes that were killed
-    (no exit handlers ran) are removed first."""
+def _temporary_folder(prefix: str) -> Path:
+    """A new folder named with this process's id; ones left by processes that were killed (no
+    exit handlers ran) are removed first."""
     for left in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
         pid = left.name[len(prefix):].split("-")[0]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+        if pid.isdigit() and not process_exists(int(pid)):
             shutil.rmtree(left, ignore_errors=True)
-    folder = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
 
 
 @contextmanager
@@ -159,7 +189,7 @@ class RocksDBHandle:
                 except Exception as exc:  # rocksdict raises a bare Exception carrying RocksDB's status
                     logger.warning("could not flush %s (%s); its write-ahead log keeps every acknowledged write",
                                    type(self).__name__, exc)
-            self._db.close()
+            close_rdict(self._db)
             self._db = None
 
     def __enter__(self) -> Self:

@@ -9,6 +9,8 @@ import shutil
 import uuid
 from pathlib import Path
 
+from gnnstore.common.processes import process_exists
+
 logger = logging.getLogger(__name__)
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
@@ -63,6 +65,6 @@ def sweep_dead_builds(directory: Path, name: str = "") -> None:
         return
     for path in directory.glob(f".building-*-{glob.escape(name)}-*" if name else ".building-*"):
         pid = path.name.split("-")[1]
-        if not pid.isdigit() or not os.path.exists(f"/proc/{pid}"):
+        if not pid.isdigit() or not process_exists(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
             logger.info("swept %s, left by a build that did not finish", path.name)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import mmap
-import os
 import threading
 import time
 from collections import OrderedDict
 
+from gnnstore.common.processes import process_exists
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.reply_segment import ReplyWriter, check_nonce, open_for_writing
 
@@ -80,12 +80,8 @@ class ReplySegments:
             return
         self._swept = now
         for key in list(self._mapped):
-            if now - self._used.get(key, now) > self._idle_s or not _alive(key[0]):
+            if now - self._used.get(key, now) > self._idle_s or not process_exists(key[0]):
                 del self._mapped[key]
                 self._used.pop(key, None)
                 logger.debug("dropped the reply segment mapping of process %d", key[0])
 
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` still exists (a zombie or a reused pid counts as alive)."""
-    return os.path.exists(f"/proc/{pid}")

@@ -21,12 +21,12 @@ import grpc
 import pytest
 import torch
 import warm_launcher
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from served import ServerProcess, ingest, requests_made, start_server
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
+from gnnstore.backend.server.health_probe import probe
 from gnnstore.backend.server.server_process import free_port
 from gnnstore.client import Connection, GraphWriter, RemoteIdMap, RemoteNeighborSampler, connect, server_info
 from gnnstore.common.errors import PreconditionError, ServerUnavailableError
@@ -218,12 +218,10 @@ def test_a_copy_made_while_writes_run_serves_one_version_as_the_primary_serves_i
 
 def health(port: int) -> str:
     """The health status the server on ``port`` answers (or the gRPC code it fails with)."""
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
-        except grpc.RpcError as exc:
-            return exc.code().name
-    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+    try:
+        return probe(str(port), None)
+    except grpc.RpcError as exc:
+        return exc.code().name
 
 
 def test_a_replica_started_before_its_primary_waits_on_its_port_not_serving_and_never_writes(

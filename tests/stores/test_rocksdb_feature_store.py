@@ -162,18 +162,23 @@ def test_a_follower_sees_the_writers_rows_and_attributes_after_catching_up(tmp_p
                 follower.put_tensor(torch.ones(1, 2), group_name="paper", attr_name="x", index=torch.tensor([0]))
 
 
-def test_a_followers_log_folder_left_by_a_killed_process_is_removed_by_the_next_follower(tmp_path: Path) -> None:
-    """A follower's RocksDB log folder goes at a clean exit; a SIGKILL used to leave it for good."""
+def test_a_followers_log_folder_goes_when_it_closes_and_one_a_killed_process_left_with_the_next(tmp_path: Path) -> None:
+    """A follower's RocksDB log folder goes when it closes (it used to stay until the process
+    exited), and one a SIGKILL left is removed by the next follower."""
     temp = Path(tempfile.gettempdir())
     no_such_pid = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
     killed, alive = temp / f"gnnstore-secondary-{no_such_pid}-x1", temp / f"gnnstore-secondary-{os.getppid()}-x2"
     for folder in (killed, alive):
         folder.mkdir()
+    ours = f"gnnstore-secondary-{os.getpid()}-*"
+    before = set(temp.glob(ours))
     try:
         with RocksDBFeatureStore(tmp_path / "f") as writer:
             writer.put_tensor(torch.zeros(4, 2), group_name="paper", attr_name="x", index=None)
-            with RocksDBFeatureStore(tmp_path / "f", follow=True):
-                assert not killed.exists() and alive.exists()  # another live process's stays
-                assert list(temp.glob(f"gnnstore-secondary-{os.getpid()}-*"))  # its own names its pid
+            for _ in range(3):  # as a replica waiting for its primary opens and closes them
+                with RocksDBFeatureStore(tmp_path / "f", follow=True):
+                    assert not killed.exists() and alive.exists()  # another live process's stays
+                    assert len(set(temp.glob(ours)) - before) == 1  # its own names its pid
+                assert set(temp.glob(ours)) == before, "a closed follower left its folder"
     finally:
         shutil.rmtree(alive, ignore_errors=True)
