@@ -13,9 +13,11 @@ import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 import warm_launcher
@@ -89,11 +91,20 @@ def epoch(loader: NodeLoader, prefetch: bool, after_batch: int | None = None,
           disturb: object = None) -> list[Data]:
     """One epoch from torch seed 0; ``disturb()`` runs after batch ``after_batch`` is taken."""
     torch.manual_seed(0)
-    batches = []
-    for i, batch in enumerate(Prefetcher(loader, depth=2) if prefetch else loader):
-        batches.append(batch)
-        if i == after_batch:
-            disturb()
+    batches, iterator = [], iter(Prefetcher(loader, depth=2) if prefetch else loader)
+    try:
+        for i, batch in enumerate(iterator):
+            batches.append(batch)
+            if i == after_batch:
+                disturb()
+    except BaseException as error:
+        # The traceback's frames hold the iterator: its loader workers would live on until a
+        # garbage collection in a later test, where torch's SIGCHLD handler reports a worker's
+        # end as that test's error. Cleared, the iterator goes (and its workers) with ``del``.
+        traceback.clear_frames(error.__traceback__)
+        raise
+    finally:
+        del iterator
     return batches
 
 
@@ -150,6 +161,7 @@ def test_a_server_that_stays_down_ends_the_epoch_with_a_clear_error_within_the_b
 ) -> None:
     loader = make_loader(server, True, num_workers, shared_memory=True, retry_timeout=3.0)
     killed_at: list[float] = []
+    children_before = {c.pid for c in psutil.Process().children()}
 
     def kill() -> None:
         server.kill()
@@ -161,6 +173,8 @@ def test_a_server_that_stays_down_ends_the_epoch_with_a_clear_error_within_the_b
         # the budget, one call's deadline, and a worker's start-up at most
         assert time.monotonic() - killed_at[0] < 3.0 + 10.0 + 10.0
         assert server.address in str(caught.value)
+        # the failed epoch's loader workers ended with it (none left for a later test to meet)
+        assert {c.pid for c in psutil.Process().children()} <= children_before
     finally:
         server.start()
 
