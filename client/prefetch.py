@@ -10,9 +10,8 @@ is pulled by one thread into a queue of ``depth``, so ``depth`` batches wait rea
 more is being made. Order is kept either way; an exception raised while producing a batch
 reaches the trainer at that batch's position, and a trainer that catches it and goes on gets
 the next batch, as from a plain loader (the epoch never ends early without saying so). On
-CUDA, batches are pinned and copied with ``non_blocking=True`` on the producing thread (the
-copy is queued on the device's default stream, so kernels the trainer queues later see the
-data).
+CUDA, batches are made on a stream of the epoch's own and handed to the trainer's stream with an
+event (``device_copy``): their copies and a GPU cache's gathers overlap the trainer's kernels.
 
 The time the trainer waits in ``next()`` is the stall: ``stall_seconds`` and ``stall_fraction``
 (of the epoch's wall time) describe the current or last epoch. A loop left early (``break``)
@@ -44,6 +43,7 @@ import torch
 from torch.utils.data import DataLoader
 from torch_geometric.loader import LinkLoader, NodeLoader
 
+from gnnstore.client.device_copy import DeviceCopy
 from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.client.remote_sampler import RemoteNeighborSampler
 from gnnstore.common.errors import InvalidRequestError
@@ -66,27 +66,7 @@ class _Failure:
         self.error = error
 
 
-def move_to(batch: Any, device: torch.device, pin_memory: bool) -> Any:
-    """Copy tensors in ``batch`` (a tensor, PyG data, or a dict/list/tuple of them) to ``device``."""
-    if isinstance(batch, torch.Tensor) or hasattr(batch, "pin_memory") and hasattr(batch, "to"):
-        if pin_memory and not getattr(batch, "is_cuda", False):
-            batch = batch.pin_memory()
-        return batch.to(device, non_blocking=pin_memory)
-    if isinstance(batch, dict):
-        return {k: move_to(v, device, pin_memory) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        moved = [move_to(v, device, pin_memory) for v in batch]
-        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
-    return batch
-
-
-def _produce(
-    source: Iterator[Any],
-    out: queue.Queue,
-    stop: threading.Event,
-    device: torch.device | None,
-    pin_memory: bool,
-) -> None:
+def _produce(source: Iterator[Any], out: queue.Queue, stop: threading.Event, copy: DeviceCopy) -> None:
     """Thread body: fill ``out`` from ``source`` until exhausted, failed or stopped."""
 
     def put(item: Any) -> bool:
@@ -101,9 +81,7 @@ def _produce(
     try:
         while True:
             try:
-                item = next(source)
-                if device is not None:
-                    item = move_to(item, device, pin_memory)
+                item = copy.make(lambda: next(source))
             except StopIteration:
                 put(_End())
                 return
@@ -141,9 +119,10 @@ class _Epoch(Generic[T]):
     def __init__(self, owner: Prefetcher[T], timing: EpochTiming) -> None:
         self._queue: queue.Queue = queue.Queue(maxsize=owner.depth)
         self._stop = threading.Event()
+        self._copy = DeviceCopy(owner.device, owner.pin_memory)
         self._thread = threading.Thread(  # its arguments must not reference this object
             target=_produce,
-            args=(iter(owner.iterable), self._queue, self._stop, owner.device, owner.pin_memory),
+            args=(iter(owner.iterable), self._queue, self._stop, self._copy),
             name=THREAD_NAME,
             daemon=True,
         )
@@ -168,7 +147,7 @@ class _Epoch(Generic[T]):
         if isinstance(item, _Failure):
             raise item.error
         self._timing.batches += 1
-        return item
+        return self._copy.hand_over(*item)
 
     def close(self) -> None:
         """Stop the producer and wait for its thread to end."""
@@ -261,7 +240,7 @@ class _ConcurrentEpoch(Generic[T]):
     def __init__(self, owner: Prefetcher[T], timing: EpochTiming, resume: EpochState | None) -> None:
         self._loader = owner.iterable
         self._sampler = _seed_claiming_sampler(self._loader)
-        self._device, self._pin_memory = owner.device, owner.pin_memory
+        self._copy = DeviceCopy(owner.device, owner.pin_memory)
         generator = self._loader.generator
         if resume is None:
             self.state = EpochState(
@@ -296,7 +275,7 @@ class _ConcurrentEpoch(Generic[T]):
             raise StopIteration
         waited = time.perf_counter()
         try:
-            batch = self._pending.popleft().result()
+            batch = self._copy.hand_over(*self._pending.popleft().result())
         finally:  # a failed batch is taken too: the next call gets the batch after it
             now = time.perf_counter()
             self._timing.stall_seconds += now - waited
@@ -322,9 +301,9 @@ class _ConcurrentEpoch(Generic[T]):
             return self._sampler.sample_nodes(inputs, seed=seed, reads_ahead=reads_ahead)
         return self._sampler.sample_edges(inputs, self._loader.neg_sampling, seed=seed, reads_ahead=reads_ahead)
 
-    def _assemble(self, sampled: Future) -> T:
-        batch = self._loader.filter_fn(sampled.result())
-        return move_to(batch, self._device, self._pin_memory) if self._device is not None else batch
+    def _assemble(self, sampled: Future) -> tuple[T, torch.cuda.Event | None]:
+        # On CUDA a GPU cache's gathers run on the copy stream too: the whole assembly overlaps.
+        return self._copy.make(lambda: self._loader.filter_fn(sampled.result()))
 
     def _end(self) -> None:
         if not self.done:

@@ -14,7 +14,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader as PyGDataLoader
 
-from gnnstore.client.prefetch import THREAD_NAME, EpochState, Prefetcher, move_to
+from gnnstore.client.device_copy import move_to
+from gnnstore.client.prefetch import THREAD_NAME, EpochState, Prefetcher
 from gnnstore.common.errors import InvalidRequestError
 
 
