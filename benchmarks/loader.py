@@ -119,6 +119,7 @@ class Phase:
     tls_ca: str = ""  # the CA file of a TLS server
     wire_dtype: str = ""  # rows of float attrs travel as this 16-bit float (lossy); "": exact
     also_against: str = ""  # in paired rounds, the name of a second in-memory row to compare with
+    device: str = "cpu"  # where batches (and the model) go; a remote row's cache lives there too
 
     def connection(self) -> dict[str, object]:
         """``connect``'s arguments for this phase's server."""
@@ -176,13 +177,15 @@ def _loader(phase: Phase, seeds: Tensor) -> tuple[object, object | None]:
             fs.connection.close()
             fs, gs = connect(
                 phase.address, cache_bytes=cache_bytes, cache_policy=phase.policy, **phase.connection(),
-                wire_dtype=phase.wire_dtype or None,
+                wire_dtype=phase.wire_dtype or None, cache_device=phase.device,
             )
             cache = fs.cache
         sampler = RemoteNeighborSampler(fs, fanouts, feature_store=fs)
         loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=phase.batch_size,
                             num_workers=phase.workers)
-    return (Prefetcher(loader, depth=phase.prefetch) if phase.prefetch else loader), cache
+    if not phase.prefetch:
+        return loader, cache
+    return Prefetcher(loader, depth=phase.prefetch, device=None if phase.device == "cpu" else phase.device), cache
 
 
 def _wire_bytes(phase: Phase) -> int:
@@ -250,18 +253,22 @@ def run_phase(phase: Phase, seeds: Tensor) -> Result:
     for _ in range(phase.batches):
         asked = time.perf_counter()
         batch = next(batches)
+        if phase.device != "cpu":
+            batch = batch.to(phase.device)  # a no-op for what the loader already put there
         waits.append(time.perf_counter() - asked)
         feature_bytes += sum(batch[a].numel() * batch[a].element_size() for a in NODE_ATTRS)
         if phase.train:
             if model is None:
                 from torch_geometric.nn.models import GraphSAGE
 
-                model = GraphSAGE(batch.x.shape[1], 256, 2, NUM_CLASSES)
+                model = GraphSAGE(batch.x.shape[1], 256, 2, NUM_CLASSES).to(phase.device)
                 optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
             optimizer.zero_grad()
             out = model(batch.x, batch.edge_index)[: batch.batch_size]
             F.cross_entropy(out, batch.y[: batch.batch_size]).backward()
             optimizer.step()
+    if phase.device.startswith("cuda"):
+        torch.cuda.synchronize(phase.device)  # the clock stops when the device's work is done
     seconds = time.perf_counter() - started
     trainer_cpu = cpu_seconds(trainer, with_children=True) - trainer_cpu
     server_cpu = cpu_seconds(server) - server_cpu if server is not None else None
