@@ -76,8 +76,20 @@ class CacheRead(Protocol):
         """The distinct ids (int64, CPU) whose rows ``fill`` needs, in order of first appearance."""
 
 
-class RowCache(Protocol):
+class ExchangeCache(Protocol):
     """What the exchange needs of a feature cache (``client.feature_cache.FeatureCache``)."""
+
+    device: torch.device
+    """Where the cache keeps and returns rows (off the CPU, rows are never placed in delivered arrays)."""
+
+    def known_ids(
+        self, group_name: Any, *, include_static: bool = True, include_dynamic: bool = False, reads_ahead: int = 0
+    ) -> Tensor:
+        """Global ids held in the named tiers, for a request to leave out (``reads_ahead``: batches
+        read before this one's, whose evictions are not named)."""
+
+    def warmed_prefix(self, group_name: Any) -> int:
+        """How many leading ids of the server's hot ranking the static tier holds."""
 
     def locate(
         self,
@@ -155,7 +167,7 @@ class FeatureExchange:
 
     def __init__(
         self,
-        cache: RowCache | None = None,
+        cache: ExchangeCache | None = None,
         hot: dict[NodeType | None, HotPrefix] | None = None,
         edge_attrs: frozenset[str | None] | None = None,
         edge_cache: FeatureCache | None = None,
@@ -197,20 +209,18 @@ class FeatureExchange:
         """
         known: dict[Any, Tensor | IdBitmap] = {}
         hot: dict[NodeType | None, HotPrefix] = {}
-        warmed = getattr(self.cache, "warmed_prefix", None)
         for group, names in _names_by_group(attrs).items():
             count = 0
             if is_edge_group(group):
                 cache = self._edge_cache_of(group, names)
             else:
                 cache, prefix = self.cache, self.hot.get(group)
-                count = 0 if prefix is None or warmed is None else min(prefix.count, warmed(group))
+                count = 0 if prefix is None or cache is None else min(prefix.count, cache.warmed_prefix(group))
                 if count:
                     hot[group] = HotPrefix(count, prefix.snapshot_id)
-            known_ids = getattr(cache, "known_ids", None)
-            if known_ids is not None:
-                ids = known_ids(group, include_static=not count, include_dynamic=True, reads_ahead=reads_ahead)
-                if ids is not None and ids.numel():
+            if cache is not None:
+                ids = cache.known_ids(group, include_static=not count, include_dynamic=True, reads_ahead=reads_ahead)
+                if ids.numel():
                     known[group] = compact_ids(ids)
         return feature_request_to_proto(attrs, known, hot, self.wire_dtype)
 
@@ -328,11 +338,10 @@ class FeatureExchange:
         """Which rows of aligned ``delivered`` hold theirs (a mask over ``index``), or ``None``
         when they cannot be filled in place: another length or ids than ``index``, or a cache
         off the CPU."""
-        device = getattr(self.cache, "device", None)
         positions = delivered.positions
         if (
             any(len(delivered.rows[name]) != index.numel() for name in names)
-            or (device is not None and device.type != "cpu")
+            or (self.cache is not None and self.cache.device.type != "cpu")
             # in numpy: a third of torch's time at a batch's sizes
             or not np.array_equal(index.numpy()[positions.numpy()], delivered.ids.numpy())
         ):
@@ -362,7 +371,7 @@ class FeatureExchange:
 
 
 def _read_through(
-    cache: RowCache, group: Any, names: list[str], ids: Tensor, source: FetchMissing, **placed: Any
+    cache: ExchangeCache, group: Any, names: list[str], ids: Tensor, source: FetchMissing, **placed: Any
 ) -> list[Tensor]:
     """Rows of ``ids`` through ``cache``: it places its hits and names the ids it lacks, ``source``
     brings their rows, the cache places and keeps them. ``placed``: ``locate``'s ``into``/``written``."""

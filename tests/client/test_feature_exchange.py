@@ -20,6 +20,8 @@ from gnnstore.proto.node_rows import NodeRows
 class WarmRows:
     """A cache already holding every row of ids ``0 .. known-1``; says so through ``known_ids``."""
 
+    device = torch.device("cpu")
+
     def __init__(self, graph: Data, known: int) -> None:
         self.rows = {"x": graph.x, "y": graph.y, "train_mask": graph.train_mask,
                      "val_mask": graph.val_mask, "test_mask": graph.test_mask}
@@ -28,6 +30,9 @@ class WarmRows:
 
     def known_ids(self, group_name: object, **tiers: bool) -> Tensor:
         return torch.arange(self.known)
+
+    def warmed_prefix(self, group_name: object) -> int:
+        return 0  # warmed from no ranking
 
     def locate(self, group_name: object, attr_names: list[str], ids: Tensor, *,
                into: list[Tensor] | None = None, written: np.ndarray | None = None) -> SimpleNamespace:
