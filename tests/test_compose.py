@@ -31,6 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGES = ("python:3.11-slim", "neo4j:5.26-community")
 IMAGE = "gnnstore:compose-test"
 PROJECT = f"gnnstore-test-{os.getpid()}"
+# pytest-timeout counts the fixture too. On a fresh machine that is a wait for the Docker
+# engine's setup, which `.ci/run` starts beside the install (a few minutes), and the image build
+# (~300 s, no cached layers), before a call of 300-420 s: the suite's 600 s default cut it.
+pytestmark = pytest.mark.timeout(1800)
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"  # the Dockerfile's default
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
 
