@@ -2,8 +2,8 @@
 # The prepared GPU check (python -m benchmarks.gpu): the CUDA tests, the loader's target row
 # with the cache on the GPU against in memory on the GPU, and a GraphSAGE epoch through the
 # server against in memory, as one table. Made for a GPU machine with Python 3.12, torch and
-# PyG and no network: run scripts/gpu-wheels.sh here first, then, there (the device tool,
-# carry [".whl"]):  bash scripts/gpu-check.sh
+# PyG and no network: run scripts/gpu-wheels.sh where there is a network first, bring .whl/
+# along with the checkout, then, there:  bash scripts/gpu-check.sh
 # Installs the carried wheels into /tmp/gnnstore-site (ahead of the image's packages on
 # PYTHONPATH) and passes its arguments to the benchmark. Without a GPU it runs the CPU half.
 set -euo pipefail

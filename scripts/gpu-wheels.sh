@@ -2,8 +2,8 @@
 # Fetches, here, the wheels scripts/gpu-check.sh installs on a GPU machine that has no network:
 # gnnstore itself (built from this checkout) and the packages its serving and client paths need
 # that the machine's image lacks or holds in another version (its Python 3.12 has torch, PyG,
-# numba, pyarrow, pytest; /work/.library/device/KINDS.md lists them). Into .whl/ (git-ignored),
-# which the check's call carries: keep it under the device's 64 MiB (about 23 MB today).
+# numba, pyarrow, pandas, pytest). Into .whl/ (git-ignored), which travels with the checkout to
+# that machine: keep it small (about 23 MB today; the machine takes 64 MiB in all).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-$HOME/.cache/gnnstore/venv/bin/python}
