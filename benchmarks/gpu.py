@@ -51,6 +51,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CUDA_TESTS = ["tests/client/test_cuda_batches.py", "tests/client/test_feature_cache.py",
               "tests/client/test_prefetch.py"]
 """The files that hold the tests needing a device (each such test has ``cuda`` in its name)."""
+CUDA_TESTS_TIMEOUT_S = 240
+"""The tests' share of the check's 8 minutes (they take well under one on the CPU)."""
 TRAIN_IN_MEMORY = "train epoch: in memory"
 TRAIN_REMOTE = "train epoch: remote static+sieve 20%, prefetch 2"
 NO_CUDA = "skipped: no CUDA device (torch.cuda.is_available() is False)"
@@ -60,10 +62,13 @@ def cuda_tests() -> str:
     """The CUDA tests' outcome in a few words (pytest's summary line)."""
     if not torch.cuda.is_available():
         return NO_CUDA
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "cuda", *CUDA_TESTS],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "cuda", *CUDA_TESTS],
+            cwd=ROOT, capture_output=True, text=True, check=False, timeout=CUDA_TESTS_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return f"failed: still running after {CUDA_TESTS_TIMEOUT_S} s"
     print(run.stdout[-4000:] + run.stderr[-2000:], flush=True)
     lines = run.stdout.strip().splitlines()
     return lines[-1].strip("= ") if lines else f"pytest exited {run.returncode} without a summary"
@@ -87,8 +92,22 @@ def device_rows(common: Phase, remote: Phase, device: str, train_batches: int) -
     ]
 
 
-def table(results: list[Result], tests: str, devices: list[str]) -> str:
-    """One Markdown table: the tests' row, then each device's rows against its in-memory ones."""
+def run_rows(phases: list[Phase], seeds: torch.Tensor) -> tuple[list[Result], dict[str, str]]:
+    """Each row in a fresh process; a row that fails is kept as its error, and the rest still run
+    (a GPU machine's time is short: one failure must not cost the whole table)."""
+    results, failed = [], {}
+    for phase in phases:
+        try:
+            results.append(in_fresh_process(phase, seeds))
+        except Exception as error:  # noqa: BLE001 - reported in the table
+            failed[phase.name] = f"{type(error).__name__}: {error}".replace("\n", " ").replace("|", "/")[:300]
+            print(f"{phase.name}: failed: {failed[phase.name]}", flush=True)
+    return results, failed
+
+
+def table(results: list[Result], failed: dict[str, str], tests: str, devices: list[str]) -> str:
+    """One Markdown table: the tests' row, then each device's rows against its in-memory ones,
+    then the rows that failed."""
     lines = [
         "| row | batches/s | × in memory | CPU ms/batch: trainer | server | p99 wait ms |",
         "|---|---|---|---|---|---|",
@@ -96,14 +115,15 @@ def table(results: list[Result], tests: str, devices: list[str]) -> str:
     ]
     for device in devices:
         rows = [r for r in results if r.phase.device == device]
-        base = {train: next(r.batches_per_s for r in rows if r.phase.kind != "remote" and r.phase.train == train)
-                for train in (False, True)}
+        base = {train: next((r.batches_per_s for r in rows if r.phase.kind != "remote" and r.phase.train == train),
+                            float("nan")) for train in (False, True)}
         for r in rows:
             server = "—" if r.server_cpu_ms is None else f"{r.server_cpu_ms:.1f}"
             lines.append(
                 f"| {r.phase.name} | {r.batches_per_s:.2f} | {r.batches_per_s / base[r.phase.train]:.2f} | "
                 f"{r.trainer_cpu_ms:.1f} | {server} | {r.p99_ms:.1f} |"
             )
+    lines += [f"| {name} | failed: {why} | | | | |" for name, why in failed.items()]
     if "cuda" not in devices:
         lines.append(f"| every CUDA row | {NO_CUDA} | | | | |")
     return "\n".join(lines)
@@ -141,9 +161,11 @@ def main() -> None:
         with ServerProcess(data_dir, "--read-only", log=work / "server.log", startup_timeout=600) as server:
             remote = replace(common, kind="remote", graph_file="", address=server.address,
                              server_pid=server.proc.pid)
-            results = [in_fresh_process(phase, seeds) for device in devices
-                       for phase in device_rows(common, remote, device, args.train_batches)]
-    text = table(results, tests, devices)
+            results, failed = run_rows(
+                [phase for device in devices for phase in device_rows(common, remote, device, args.train_batches)],
+                seeds,
+            )
+    text = table(results, failed, tests, devices)
     summary = (f"\nGraph: {args.nodes:,} nodes, ~{int(args.nodes * args.avg_degree):,} edges, {args.dim} float32 "
                f"features, {NUM_CLASSES} classes; {args.batch_size} seeds a batch, fanouts {args.fanouts}; "
                f"{args.batches} timed batches a loader row after {args.warmup} warm-up, {args.train_batches} "
