@@ -5,9 +5,12 @@ A node type is ``None`` (homogeneous) or a non-empty ``str``; an edge type is ``
 """
 from __future__ import annotations
 
-from torch_geometric.typing import EdgeType, NodeType
-
 from gnnstore.common.errors import InvalidRequestError
+
+NodeType = str
+"""A node type's name: PyG's ``torch_geometric.typing.NodeType``, here so serving needs no PyG."""
+EdgeType = tuple[str, str, str]
+"""``(src, rel, dst)``: PyG's ``torch_geometric.typing.EdgeType``."""
 
 
 def checked_node_type(node_type: object) -> NodeType | None:

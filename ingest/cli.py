@@ -27,8 +27,7 @@ from gnnstore.config import EMBEDDED_ENGINES, GRAPH_BACKENDS, ServerConfig, embe
 from gnnstore.ingest.file_columns import KEY_COLUMN, LABEL_COLUMN
 
 if TYPE_CHECKING:
-    from torch_geometric.typing import EdgeType, NodeType
-
+    from gnnstore.common.graph_types import EdgeType, NodeType
     from gnnstore.ingest.report import IngestReport
     from gnnstore.stores.data_dir import Stores
 

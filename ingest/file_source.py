@@ -31,9 +31,9 @@ import pyarrow.compute as pc
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.common.errors import InvalidRequestError, MalformedFileError
+from gnnstore.common.graph_types import EdgeType, NodeType
 from gnnstore.ingest.file_columns import DST_COLUMN, KEY_COLUMN, LABEL_COLUMN, MASK_SUFFIX, SRC_COLUMN
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.ingest.report import IngestReport

@@ -32,13 +32,12 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
-from torch_geometric.typing import EdgeType, NodeType
 from tqdm import tqdm
 
+from gnnstore.common.errors import InvalidRequestError, PreconditionError
+from gnnstore.common.graph_types import EdgeType, NodeType, edge_group_of
 from gnnstore.ingest.plan import EdgePlan, NodePlan, plan_ingest
 from gnnstore.ingest.report import IngestReport, IngestStep
-from gnnstore.common.errors import InvalidRequestError, PreconditionError
-from gnnstore.common.graph_types import edge_group_of
 
 if TYPE_CHECKING:
     from gnnstore.stores.data_dir import Stores

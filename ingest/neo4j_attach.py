@@ -53,10 +53,10 @@ from neo4j import GraphDatabase
 from neo4j.exceptions import DriverError, Neo4jError
 from torch import Tensor
 from torch_geometric.data import HeteroData
-from torch_geometric.typing import EdgeType
 from tqdm import tqdm
 
 from gnnstore.common.errors import InvalidRequestError, MalformedFileError, ServerUnavailableError
+from gnnstore.common.graph_types import EdgeType
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.ingest.report import IngestReport
 from gnnstore.stores.data_dir import Stores, clear_ingest_record, open_stores

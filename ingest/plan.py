@@ -10,9 +10,9 @@ import pandas as pd
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.graph_types import EdgeType, NodeType
 from gnnstore.stores.rocksdb_feature_store import STORABLE_DTYPES
 
 logger = logging.getLogger(__name__)

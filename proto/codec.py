@@ -21,12 +21,13 @@ import numba
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.common.attr_schema import DTYPES, AttrSchema, dtype_from_name
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.graph_types import (
     HOMOGENEOUS_EDGE_GROUP,
+    EdgeType,
+    NodeType,
     checked_edge_type,
     checked_node_type,
     edge_group_of,

@@ -9,9 +9,9 @@ import numba
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.typing import NodeType
 
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.graph_types import NodeType
 
 from . import graph_pb2
 from .codec import (

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from torch_geometric.typing import EdgeType
-
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.graph_types import EdgeType
 from gnnstore.common.temporal import TEMPORAL_STRATEGIES, TemporalOptions
 
 from . import graph_pb2

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 from torch import Tensor
 from torch_geometric.data import GraphStore
-from torch_geometric.typing import EdgeType
+
+from gnnstore.common.graph_types import EdgeType
 
 DEFAULT_CHUNK_EDGES = 1 << 20
 

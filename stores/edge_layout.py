@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data.graph_store import EdgeLayout
 
-from gnnstore.common.graph_types import checked_edge_type
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.graph_types import checked_edge_type
 
 EdgeTypeKey = tuple[str, str, str] | str | None
 

@@ -24,10 +24,9 @@ import numpy as np
 import torch
 from rocksdict import WriteBatch
 from torch import Tensor
-from torch_geometric.typing import NodeType
 
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError, ResourceExhaustedError
-from gnnstore.common.graph_types import checked_node_type
+from gnnstore.common.graph_types import NodeType, checked_node_type
 from gnnstore.stores.rocks_db import RocksDBHandle, disk_full_as_error, open_rdict, scan_prefix
 
 logger = logging.getLogger(__name__)

@@ -24,10 +24,10 @@ from neo4j.exceptions import DriverError, Neo4jError
 from torch import Tensor
 from torch_geometric.data import EdgeAttr
 from torch_geometric.data.graph_store import EdgeLayout
-from torch_geometric.typing import EdgeType
 
 from gnnstore.common.durable_file import write_durably
 from gnnstore.common.errors import NotFoundError, PreconditionError, ServerUnavailableError
+from gnnstore.common.graph_types import EdgeType
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 from gnnstore.stores.id_map import IdMap
 

@@ -31,9 +31,9 @@ import torch
 from neo4j import READ_ACCESS, Driver, GraphDatabase, NotificationMinimumSeverity, RoutingControl
 from neo4j.exceptions import DriverError, Neo4jError
 from torch import Tensor
-from tqdm import tqdm
 from torch_geometric.data import EdgeAttr, EdgeLayout
 from torch_geometric.typing import EdgeTensorType, EdgeType
+from tqdm import tqdm
 
 from gnnstore.common.errors import NotFoundError, PreconditionError, ServerUnavailableError
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore

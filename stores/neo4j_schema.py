@@ -12,9 +12,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from torch_geometric.typing import EdgeType
-
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.graph_types import EdgeType
 
 IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")  # user names used as they are
 SAFE = re.compile(r"_?[A-Za-z0-9_]+")  # every name that reaches Cypher text

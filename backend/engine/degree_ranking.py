@@ -14,10 +14,10 @@ import threading
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.typing import NodeType
 
 from gnnstore.backend.engine.topology import TopologySnapshot, edge_ends
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.graph_types import NodeType
 
 logger = logging.getLogger(__name__)
 

@@ -24,10 +24,10 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine.topology import edge_ends
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.graph_types import EdgeType, NodeType
 from gnnstore.stores.neo4j_attached import AttachedNeo4jGraph
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 

@@ -28,7 +28,6 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
-from torch_geometric.typing import NodeType
 
 from gnnstore.backend.engine.sampling_engine import Fanouts, SamplingEngine
 from gnnstore.backend.engine.temporal_index import TemporalIndex, TemporalRequest
@@ -37,6 +36,7 @@ from gnnstore.backend.engine.weight_index import WeightIndex
 from gnnstore.common.allocate import Allocate
 from gnnstore.common.call_seed import seeded_call_seed
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from gnnstore.common.graph_types import NodeType
 from gnnstore.common.temporal import TEMPORAL_STRATEGIES
 
 __all__ = ["Fanouts", "SamplingEngine", "SnapshotNeighborSampler"]

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.sampler import HeteroSamplerOutput, NumNeighbors, SamplerOutput
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine import sampling_kernels as kernels
 from gnnstore.backend.engine.temporal_index import TemporalIndex, TemporalRequest, batch_times
@@ -30,7 +29,7 @@ from gnnstore.backend.engine.topology import TopologySnapshot, edge_ends, index_
 from gnnstore.backend.engine.weight_index import WeightIndex
 from gnnstore.common.allocate import Allocate
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from gnnstore.common.graph_types import checked_edge_type
+from gnnstore.common.graph_types import EdgeType, NodeType, checked_edge_type
 
 logger = logging.getLogger(__name__)
 

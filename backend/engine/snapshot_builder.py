@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine.snapshot_folder import snapshot_path, staging_dir
 from gnnstore.backend.engine.topology import (
@@ -34,6 +33,7 @@ from gnnstore.backend.engine.topology_kernels import (
 )
 from gnnstore.common.disk import full_disk_as_error, preallocated_npy
 from gnnstore.common.errors import PreconditionError
+from gnnstore.common.graph_types import EdgeType, NodeType
 from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
 
 logger = logging.getLogger(__name__)

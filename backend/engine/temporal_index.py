@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine.attr_index_cache import AttrIndexCache
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from gnnstore.common.graph_types import edge_group_of
+from gnnstore.common.graph_types import EdgeType, NodeType, edge_group_of
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine.snapshot_folder import snapshot_path, staging_dir
 from gnnstore.backend.engine.topology_kernels import (
@@ -44,7 +43,7 @@ from gnnstore.common.errors import (
     NotFoundError,
     PreconditionError,
 )
-from gnnstore.common.graph_types import checked_edge_type
+from gnnstore.common.graph_types import EdgeType, NodeType, checked_edge_type
 
 META_FILE = "meta.json"
 FORMAT_VERSION = 1

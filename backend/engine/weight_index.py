@@ -12,12 +12,11 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
-from torch_geometric.typing import EdgeType
 
 from gnnstore.backend.engine import sampling_kernels as kernels
 from gnnstore.backend.engine.attr_index_cache import AttrIndexCache
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from gnnstore.common.graph_types import edge_group_of
+from gnnstore.common.graph_types import EdgeType, edge_group_of
 
 
 class WeightIndex:

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine.topology import TopologySnapshot, edge_ends
+from gnnstore.common.graph_types import EdgeType, NodeType
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ import torch
 from torch import Tensor
 from torch_geometric.data import TensorAttr
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
-from torch_geometric.typing import NodeType
 
 from gnnstore.backend.engine.degree_ranking import DegreeRanking
 from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
@@ -25,7 +24,7 @@ from gnnstore.common.allocate import Allocate
 from gnnstore.common.cpu_prefetch import prefetch
 from gnnstore.common.distinct import distinct_in_order
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
-from gnnstore.common.graph_types import describe, edge_group_of, edge_type_of_group, is_edge_group
+from gnnstore.common.graph_types import NodeType, describe, edge_group_of, edge_type_of_group, is_edge_group
 from gnnstore.proto.feature_request import IdBitmap, RowRequest
 from gnnstore.proto.node_rows import NodeRows
 from gnnstore.proto.reply_segment import ALIGNMENT, ArrayWriter

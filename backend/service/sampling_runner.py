@@ -16,14 +16,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 from torch_geometric.sampler import HeteroSamplerOutput, NegativeSampling, NodeSamplerInput, SamplerOutput
-from torch_geometric.typing import NodeType
 
 from gnnstore.backend.engine.topology import edge_ends
 from gnnstore.backend.engine.work_budget import sampled_edges_bound
 from gnnstore.backend.service.sample_job import SampleJob
 from gnnstore.backend.service.served_graph import SampledVersion, SamplerRequest, VersionLookup
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
-from gnnstore.common.graph_types import describe
+from gnnstore.common.graph_types import NodeType, describe
 from gnnstore.proto.sampling_options import NeighborCounts
 
 logger = logging.getLogger(__name__)

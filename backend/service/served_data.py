@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from torch_geometric.sampler import BaseSampler
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine.degree_ranking import DegreeRanking
 from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
@@ -46,6 +45,7 @@ from gnnstore.common.errors import (
     NotFoundError,
     PreconditionError,
 )
+from gnnstore.common.graph_types import EdgeType, NodeType
 from gnnstore.config import ServerConfig, embedded_engine
 from gnnstore.stores.data_dir import (
     EDGE_FILES,

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from torch_geometric.sampler import BaseSampler
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine.work_budget import GraphBounds
 from gnnstore.common.allocate import Allocate
+from gnnstore.common.graph_types import EdgeType, NodeType
 from gnnstore.common.temporal import TemporalOptions
 from gnnstore.proto.sampling_options import NeighborCounts
 

@@ -14,13 +14,12 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import FeatureStore
-from torch_geometric.typing import NodeType
 
 from gnnstore.backend.versions.graph_versions import MAX_WRITE_EDGES, EdgeWrite, GraphVersions, edges_of
 from gnnstore.backend.versions.write_log import WriteRecord
 from gnnstore.common.disk import ensure_free, full_disk_as_error
 from gnnstore.common.errors import InvalidRequestError
-from gnnstore.common.graph_types import describe
+from gnnstore.common.graph_types import NodeType, describe
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import (
     attr_name_from_wire,

@@ -22,7 +22,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine.sampling_engine import SamplingEngine
 from gnnstore.backend.engine.topology import EdgeTopology, TopologySnapshot, edge_ends, index_dtype
@@ -30,7 +29,7 @@ from gnnstore.backend.engine.topology_kernels import merge_into, pointer_from_co
 from gnnstore.backend.engine.work_budget import GraphBounds
 from gnnstore.backend.versions.write_log import EdgeChanges, WriteLog, WriteRecord
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError, ServerUnavailableError
-from gnnstore.common.graph_types import describe
+from gnnstore.common.graph_types import EdgeType, NodeType, describe
 
 logger = logging.getLogger(__name__)
 

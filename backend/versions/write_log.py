@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from torch_geometric.typing import EdgeType, NodeType
 
 from gnnstore.backend.engine.topology import edge_type_from_json, node_type_from_json
 from gnnstore.common.durable_file import PART_PREFIX, PART_SUFFIX, write_durably
 from gnnstore.common.errors import MalformedFileError, PreconditionError
+from gnnstore.common.graph_types import EdgeType, NodeType
 
 BASE_FILE = "base.json"
 _RECORD = re.compile(r"^(\d{12})\.npz$")
