@@ -137,6 +137,29 @@ def test_hot_nodes_rpc_ranks_by_out_degree(homo_server: ServerProcess, homo_grap
     assert torch.equal(ids_from_proto(reply.ids), hottest(homo_graph.edge_index, homo_graph.num_nodes))
 
 
+@pytest.mark.parametrize("policy", ["static", "static+sieve"])
+@pytest.mark.parametrize("shared_memory", [True, False], ids=["aligned-in-segment", "socket"])
+def test_a_cache_cleared_between_request_and_reply_never_gives_a_stale_or_missing_row(
+    homo_server: ServerProcess, homo_graph: Data, policy: str, shared_memory: bool
+) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=120 * ROW_BYTES, cache_policy=policy,
+                     shared_memory=shared_memory)
+    batches = loader(fs, gs, torch.arange(0, 400, 4), seed=3)
+    sampler = batches.node_sampler
+    sample = sampler.sample_from_nodes
+
+    def sample_then_clear(*args: object, **kwargs: object) -> object:
+        out = sample(*args, **kwargs)  # the request named the cached rows, so the reply left them out
+        fs.cache.clear()
+        return out
+
+    sampler.sample_from_nodes = sample_then_clear
+    for batch in batches:
+        for attr in ("x", "y", "train_mask", "val_mask", "test_mask"):
+            assert torch.equal(batch[attr], homo_graph[attr][batch.n_id]), attr
+    assert fs.exchange.fetched_rows > 0  # the rows the cleared cache no longer had came in a second call
+
+
 def test_a_stale_or_foreign_hot_prefix_is_ignored_and_rows_stay_exact(
     homo_server: ServerProcess, homo_graph: Data
 ) -> None:
