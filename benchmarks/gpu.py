@@ -14,7 +14,8 @@ anywhere:
 * a GraphSAGE epoch (``benchmarks.loader``'s model) in memory and through the server.
 
 Per row: batches/s, its ratio to the in-memory row of the same device, the trainer's and the
-server's CPU a batch, p99 of the wait for a batch. Writes ``benchmarks/results/gpu.md`` (and a
+server's CPU a batch, the two-host projection (the in-memory engine's CPU a batch over the larger
+of the trainer's and the server's), p99 of the wait for a batch. Writes ``benchmarks/results/gpu.md`` (and a
 copy into ``$OUT`` where that is set, as on the device machine).
 
     python -m benchmarks.gpu --nodes 100000 --batches 40 --train-batches 20  # the CPU half: minutes
@@ -43,6 +44,7 @@ from benchmarks.loader import (
     graph_arguments,
     in_fresh_process,
     prepare,
+    two_host_projection,
 )
 from benchmarks.results_page import write_page
 from gnnstore.backend.server.server_process import ServerProcess
@@ -109,23 +111,27 @@ def table(results: list[Result], failed: dict[str, str], tests: str, devices: li
     """One Markdown table: the tests' row, then each device's rows against its in-memory ones,
     then the rows that failed."""
     lines = [
-        "| row | batches/s | × in memory | CPU ms/batch: trainer | server | p99 wait ms |",
-        "|---|---|---|---|---|---|",
-        f"| CUDA tests | {tests} | | | | |",
+        "| row | batches/s | × in memory | CPU ms/batch: trainer | server | two-host projection | p99 wait ms |",
+        "|---|---|---|---|---|---|---|",
+        f"| CUDA tests | {tests} | | | | | |",
     ]
     for device in devices:
         rows = [r for r in results if r.phase.device == device]
-        base = {train: next((r.batches_per_s for r in rows if r.phase.kind != "remote" and r.phase.train == train),
-                            float("nan")) for train in (False, True)}
+        base = {train: next((r for r in rows if r.phase.kind == "engine" and r.phase.train == train), None)
+                for train in (False, True)}
         for r in rows:
-            server = "—" if r.server_cpu_ms is None else f"{r.server_cpu_ms:.1f}"
+            engine = base[r.phase.train]
+            ratio = "—" if engine is None else f"{r.batches_per_s / engine.batches_per_s:.2f}"
+            remote = r.server_cpu_ms is not None and engine is not None
+            server = f"{r.server_cpu_ms:.1f}" if r.server_cpu_ms is not None else "—"
+            projection = f"{two_host_projection(engine, r):.2f}×" if remote else "—"
             lines.append(
-                f"| {r.phase.name} | {r.batches_per_s:.2f} | {r.batches_per_s / base[r.phase.train]:.2f} | "
-                f"{r.trainer_cpu_ms:.1f} | {server} | {r.p99_ms:.1f} |"
+                f"| {r.phase.name} | {r.batches_per_s:.2f} | {ratio} | {r.trainer_cpu_ms:.1f} | {server} | "
+                f"{projection} | {r.p99_ms:.1f} |"
             )
-    lines += [f"| {name} | failed: {why} | | | | |" for name, why in failed.items()]
+    lines += [f"| {name} | failed: {why} | | | | | |" for name, why in failed.items()]
     if "cuda" not in devices:
-        lines.append(f"| every CUDA row | {NO_CUDA} | | | | |")
+        lines.append(f"| every CUDA row | {NO_CUDA} | | | | | |")
     return "\n".join(lines)
 
 

@@ -452,6 +452,36 @@ def paired_summary(rounds: list[list[Result]]) -> str:
     return "".join(lines)
 
 
+def two_host_projection(engine: Result, remote: Result) -> float:
+    """How much faster than ``engine`` a remote row's trainer and server would go on two hosts
+    of their own, if CPU bounds both: the engine's CPU a batch over the larger of theirs."""
+    return engine.trainer_cpu_ms / max(remote.trainer_cpu_ms, remote.server_cpu_ms or 0.0)
+
+
+def cpu_summary(rounds: list[list[Result]]) -> str:
+    """A line per remote row of the paired rounds: its trainer's and server's CPU a batch against
+    the engine's (the first row) in each round, the two-host projection, and their medians."""
+    if not rounds:
+        return ""
+    lines = []
+    for column, phase in enumerate(r.phase for r in rounds[0]):
+        if phase.kind != "remote":
+            continue
+        pairs = [(r[0], r[column]) for r in rounds]
+        each = "; ".join(
+            f"trainer {row.trainer_cpu_ms:.1f} / server {row.server_cpu_ms or 0.0:.1f} / engine "
+            f"{engine.trainer_cpu_ms:.1f} ms" for engine, row in pairs
+        )
+        trainer = float(np.median([row.trainer_cpu_ms / engine.trainer_cpu_ms for engine, row in pairs]))
+        server = float(np.median([(row.server_cpu_ms or 0.0) / engine.trainer_cpu_ms for engine, row in pairs]))
+        projection = float(np.median([two_host_projection(engine, row) for engine, row in pairs]))
+        lines.append(
+            f"CPU a batch, {phase.name}: {each}; medians: trainer {trainer:.2f}×, server {server:.2f}× the "
+            f"engine's, two-host projection {projection:.2f}×.\n"
+        )
+    return "".join(lines)
+
+
 def chart(results: list[Result], base: float, train_base: float, path: Path) -> None:
     """Bars of batches/s relative to in memory, with the issue's targets marked."""
     import matplotlib
@@ -521,7 +551,7 @@ def main() -> None:
                 remote = replace(common, kind="remote", graph_file="", address=server.address,
                                  server_pid=server.proc.pid)
                 rounds, train_rounds = all_paired_rounds(common, remote, seeds, args.rounds, args.train_batches)
-            print("\n" + paired_summary(rounds) + paired_summary(train_rounds))
+            print("\n" + paired_summary(rounds) + paired_summary(train_rounds) + cpu_summary(rounds))
             return
         _, tenth_dir, tenth_ids = prepare(
             args.nodes // 10, args.avg_degree, args.dim, args.out_degree_exponent, work / "tenth"
@@ -595,6 +625,7 @@ def main() -> None:
         + cpu_ceiling(named[TARGET], named[ENGINE], base)
         + paired_summary(rounds)
         + paired_summary(train_rounds)
+        + cpu_summary(rounds)
     )
     print("\n" + text + summary)
     command = " ".join(["python -m benchmarks.loader", *sys.argv[1:]])
