@@ -146,14 +146,14 @@ def test_a_cache_cleared_between_request_and_reply_never_gives_a_stale_or_missin
                      shared_memory=shared_memory)
     batches = loader(fs, gs, torch.arange(0, 400, 4), seed=3)
     sampler = batches.node_sampler
-    sample = sampler.sample_from_nodes
+    sample = sampler.sample_nodes
 
     def sample_then_clear(*args: object, **kwargs: object) -> object:
         out = sample(*args, **kwargs)  # the request named the cached rows, so the reply left them out
         fs.cache.clear()
         return out
 
-    sampler.sample_from_nodes = sample_then_clear
+    sampler.sample_nodes = sample_then_clear
     for batch in batches:
         for attr in ("x", "y", "train_mask", "val_mask", "test_mask"):
             assert torch.equal(batch[attr], homo_graph[attr][batch.n_id]), attr

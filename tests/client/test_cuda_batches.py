@@ -70,3 +70,19 @@ def test_a_device_cache_gives_exact_hetero_batches(
             assert a[node_type].x.device.type == device
             assert torch.equal(a[node_type].x.cpu(), hetero_graph[node_type].x[n_id]), node_type
         assert torch.equal(a["paper"].y.cpu(), hetero_graph["paper"].y[b["paper"].n_id])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_device_cache_cleared_between_request_and_reply_gives_exact_rows(
+    homo_server: ServerProcess, homo_graph: Data, device: str
+) -> None:
+    fs, gs = connect(homo_server.address, cache_bytes=120 * ROW_BYTES, cache_policy="static+sieve",
+                     cache_device=device)
+    sampler = RemoteNeighborSampler(fs, [5, 3], feature_store=fs, seed=3)
+    sample = sampler.sample_nodes  # a plain loader's and a Prefetcher's way to the server
+    sampler.sample_nodes = lambda *args, **kwargs: (sample(*args, **kwargs), fs.cache.clear())[0]
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(0, 400, 4), batch_size=40)
+    for batch in Prefetcher(loader, depth=2, device=device):
+        assert batch.x.device.type == device
+        assert torch.equal(batch.x.cpu(), homo_graph.x[batch.n_id.cpu()])
+    assert fs.exchange.fetched_rows > 0  # what the cleared cache lost came in a second call
