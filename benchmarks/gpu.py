@@ -144,6 +144,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10, help="batches before timing (fills caches)")
     parser.add_argument("--batches", type=int, default=100, help="batches timed per loader row")
     parser.add_argument("--train-batches", type=int, default=50, help="batches of the training epoch")
+    parser.add_argument("--no-page", action="store_true", help="print the table only (the suite's smoke run)")
     args = parser.parse_args()
     devices = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
     print(f"torch {torch.__version__}, devices {devices}"
@@ -178,6 +179,8 @@ def main() -> None:
                f"a training epoch. torch {torch.__version__}"
                + (f", {torch.cuda.get_device_name()}" if "cuda" in devices else "") + ".\n")
     print("\n" + text + summary, flush=True)
+    if args.no_page:
+        return
     command = " ".join(["python -m benchmarks.gpu", *sys.argv[1:]])
     page = write_page("gpu", "The GPU check: loading and training on the CPU and on the GPU", command,
                       text + "\n" + summary)
