@@ -16,35 +16,31 @@ import torch
 T = TypeVar("T")
 
 
-def move_to(batch: Any, device: torch.device, pin_memory: bool) -> Any:
-    """Copy tensors in ``batch`` (a tensor, PyG data, or a dict/list/tuple of them) to ``device``;
-    ``pin_memory``: pin each host tensor first and copy without blocking."""
+def map_tensors(batch: Any, use: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``batch`` (a tensor, PyG data, or a dict/list/tuple of them) with each tensor replaced by
+    ``use(tensor)``; PyG data is changed in place, anything else is left as it is."""
     if isinstance(batch, torch.Tensor):
-        if pin_memory and not batch.is_cuda:
-            batch = batch.pin_memory()
-        return batch.to(device, non_blocking=pin_memory)
-    if hasattr(batch, "apply") and hasattr(batch, "to"):  # PyG Data, HeteroData, Batch: in place
-        return batch.apply(lambda t: move_to(t, device, pin_memory))
+        return use(batch)
+    if hasattr(batch, "apply") and hasattr(batch, "to"):  # PyG Data, HeteroData, Batch
+        return batch.apply(lambda value: map_tensors(value, use))
     if isinstance(batch, dict):
-        return {k: move_to(v, device, pin_memory) for k, v in batch.items()}
+        return {k: map_tensors(v, use) for k, v in batch.items()}
     if isinstance(batch, (list, tuple)):
-        moved = [move_to(v, device, pin_memory) for v in batch]
-        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
+        mapped = [map_tensors(v, use) for v in batch]
+        return type(batch)(*mapped) if hasattr(batch, "_fields") else type(batch)(mapped)
     return batch
 
 
-def each_tensor(batch: Any, use: Callable[[torch.Tensor], object]) -> None:
-    """Call ``use`` on every tensor in ``batch`` (as ``move_to`` walks it)."""
-    if isinstance(batch, torch.Tensor):
-        use(batch)
-    elif hasattr(batch, "apply_") and hasattr(batch, "to"):
-        batch.apply_(use)
-    elif isinstance(batch, dict):
-        for value in batch.values():
-            each_tensor(value, use)
-    elif isinstance(batch, (list, tuple)):
-        for value in batch:
-            each_tensor(value, use)
+def move_to(batch: Any, device: torch.device, pin_memory: bool) -> Any:
+    """Copy tensors in ``batch`` to ``device`` (see ``map_tensors``); ``pin_memory``: pin each
+    host tensor first and copy without blocking."""
+
+    def move(tensor: torch.Tensor) -> torch.Tensor:
+        if pin_memory and not tensor.is_cuda:
+            tensor = tensor.pin_memory()
+        return tensor.to(device, non_blocking=pin_memory)
+
+    return map_tensors(batch, move)
 
 
 class DeviceCopy:
@@ -75,5 +71,9 @@ class DeviceCopy:
             return batch
         stream = torch.cuda.current_stream(self.device)
         stream.wait_event(ready)
-        each_tensor(batch, lambda t: t.record_stream(stream) if t.is_cuda else None)
-        return batch
+        def record(tensor: torch.Tensor) -> torch.Tensor:
+            if tensor.is_cuda:
+                tensor.record_stream(stream)
+            return tensor
+
+        return map_tensors(batch, record)
