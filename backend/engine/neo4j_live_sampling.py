@@ -23,8 +23,8 @@ from torch_geometric.sampler import (
     NodeSamplerInput,
     SamplerOutput,
 )
-from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
+from gnnstore.backend.engine.pyg_sampling import sample_links, sample_nodes
 from gnnstore.backend.engine.topology import edge_ends
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.graph_types import EdgeType, NodeType
@@ -109,13 +109,13 @@ class Neo4jLiveSampler(BaseSampler):
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: object) -> SamplerOutput | HeteroSamplerOutput:
         """Sample around seed nodes (**global** ids); metadata as PyG's ``NeighborSampler``."""
-        return node_sample(index, self._sample)
+        return sample_nodes(index, self._sample)
 
     def sample_from_edges(
         self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
     ) -> SamplerOutput | HeteroSamplerOutput:
         """Sample around seed links' endpoints (and negatives drawn by PyG)."""
-        return edge_sample(index, self._sample, self.num_nodes, False, None, neg_sampling)
+        return sample_links(index, self._sample, self.num_nodes, False, None, neg_sampling)
 
     def _sample(
         self, seed: Tensor | dict[NodeType, Tensor], seed_time: object = None, **kwargs: object

@@ -2,7 +2,7 @@
 
 It plugs into ``NodeLoader``, ``LinkLoader``, ``NeighborLoader(neighbor_sampler=...)`` and
 ``LinkNeighborLoader(neighbor_sampler=...)``. Metadata, negative sampling and label indices
-come from PyG's own ``node_sample`` / ``edge_sample``, so batches are built exactly as with
+are PyG's ``node_sample`` / ``edge_sample`` (``pyg_sampling.py``), so batches are built exactly as with
 PyG's ``NeighborSampler``: ``n_id`` global, ``edge_index`` and every label index
 (``edge_label_index``, ``src_index``, ``dst_pos_index``, ``dst_neg_index``) **local**, the
 global id of a negative is ``n_id[dst_neg_index]``, and ``e_id`` are the graph store's edge
@@ -16,7 +16,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-import torch
 from torch import Tensor
 from torch_geometric.sampler import (
     BaseSampler,
@@ -27,8 +26,8 @@ from torch_geometric.sampler import (
     NumNeighbors,
     SamplerOutput,
 )
-from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
+from gnnstore.backend.engine.pyg_sampling import sample_links, sample_nodes
 from gnnstore.backend.engine.sampling_engine import Fanouts, SamplingEngine
 from gnnstore.backend.engine.temporal_index import TemporalIndex, TemporalRequest
 from gnnstore.backend.engine.topology import TopologySnapshot, edge_ends
@@ -132,7 +131,7 @@ class SnapshotNeighborSampler(BaseSampler):
             NotFoundError: ``index.input_type`` is not a node type of the graph.
             InvalidRequestError: a seed id out of range, or seed times without a time attribute.
         """
-        return node_sample(index, self._sample)
+        return sample_nodes(index, self._sample)
 
     def sample_from_edges(
         self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
@@ -147,9 +146,8 @@ class SnapshotNeighborSampler(BaseSampler):
         self._check_link_input(index)
         node_time = None
         if self.temporal is not None:  # negatives no later than their link, as PyG draws them
-            node_time = {nt: torch.from_numpy(t) for nt, t in self.temporal.node_time.items()}
-            node_time = node_time if self.engine.is_hetero else node_time.get(None)
-        return edge_sample(index, self._sample, self.num_nodes, self.disjoint, node_time, neg_sampling)
+            node_time = self.temporal.node_time if self.engine.is_hetero else self.temporal.node_time.get(None)
+        return sample_links(index, self._sample, self.num_nodes, self.disjoint, node_time, neg_sampling)
 
     def _sample(
         self, seed: Tensor | dict[NodeType, Tensor], seed_time: object = None, **kwargs: object
