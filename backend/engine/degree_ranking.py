@@ -12,8 +12,6 @@ import logging
 import threading
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from gnnstore.backend.engine.topology import TopologySnapshot, edge_ends
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
@@ -43,7 +41,7 @@ class DegreeRanking:
         """The snapshot version the ranking comes from."""
         return self._snapshot.version
 
-    def top(self, node_type: NodeType | None, k: int) -> Tensor:
+    def top(self, node_type: NodeType | None, k: int) -> np.ndarray:
         """The ``k`` global ids of ``node_type`` with the highest out-degree (fewer if N < k).
 
         Raises:
@@ -52,7 +50,7 @@ class DegreeRanking:
         """
         if k < 0:
             raise InvalidRequestError(f"k must be >= 0, got {k}")
-        return torch.from_numpy(self._ranked(node_type)[:k].copy())
+        return self._ranked(node_type)[:k].copy()
 
     def hot_mask(self, node_type: NodeType | None, count: int) -> np.ndarray:
         """Whether each node (by global id) is among the ``count`` highest-ranked.

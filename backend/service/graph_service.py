@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 
 import grpc
+import torch
 from torch import Tensor
 from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
@@ -167,7 +168,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                     "this server samples live from Neo4j and has no topology snapshot to rank "
                     "nodes by degree; serve with neo4j_sampling = 'snapshot' for a hot set"
                 )
-            ids = ranking.top(node_type_from_proto(request.node_type), request.k)
+            ids = torch.from_numpy(ranking.top(node_type_from_proto(request.node_type), request.k))
             return graph_pb2.HotNodesResponse(ids=tensor_to_proto(ids), snapshot_id=ranking.snapshot_id)
 
     def WriteGraph(

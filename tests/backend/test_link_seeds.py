@@ -57,7 +57,8 @@ def _links(graph: str, labelled: bool, timed: bool) -> EdgeSamplerInput:
     _, input_type = GRAPHS[graph]
     src_count, dst_count = (N, N // 2) if graph == "two node types" else (N, N)
     generator = torch.Generator().manual_seed(7)
-    row, col = torch.randint(0, src_count, (9,), generator=generator), torch.randint(0, dst_count, (9,), generator=generator)
+    row = torch.randint(0, src_count, (9,), generator=generator)
+    col = torch.randint(0, dst_count, (9,), generator=generator)
     row[3], col[3] = row[0], col[0]  # a repeated end: unique seeds differ from one per end
     label = torch.randint(0, 3, (9,), generator=generator) if labelled else None
     time = torch.randint(0, 100, (9,), generator=generator) if timed else None

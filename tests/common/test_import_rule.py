@@ -133,3 +133,39 @@ def test_module_loads_neither_grpc_nor_the_wire(module: str) -> None:
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [], f"{module} loads {out.stdout.split()}"
+
+
+SERVING_ROOMS = ("gnnstore.common", "gnnstore.stores", "gnnstore.proto", "gnnstore.backend", *ROOT_MODULES)
+PYG_SIDE = {  # the in-process sampler PyG's loaders call, and its loader workers' call seeds: torch by design
+    "gnnstore.backend.engine.sampler",
+    "gnnstore.backend.engine.pyg_sampling",
+    "gnnstore.common.call_seed",
+}
+STILL_ON_TORCH = {  # issue 47's to-do: the server's modules that still import torch or PyG; it only shrinks
+    f"gnnstore.{name}" for name in (
+        "backend.engine.neo4j_live_sampling", "backend.engine.sampling_engine",
+        "backend.engine.temporal_index", "backend.engine.topology", "backend.engine.weight_index",
+        "backend.features.feature_tier", "backend.features.tiered_feature_store", "backend.server.serve_cli",
+        "backend.service.admin_service", "backend.service.feature_service", "backend.service.graph_service",
+        "backend.service.row_gathering", "backend.service.sample_job", "backend.service.sampling_runner",
+        "backend.service.served_data", "backend.service.served_graph", "backend.service.write_applier",
+        "common.allocate", "common.attr_schema", "common.row_copy",
+        "proto.codec", "proto.feature_request", "proto.key_codec", "proto.node_rows", "proto.reply_payload",
+        "proto.reply_segment", "proto.sampler_input", "proto.sampler_output", "proto.wire_dtypes",
+        "stores.base", "stores.edge_file_graph_store", "stores.edge_layout", "stores.edge_records",
+        "stores.embedded_graph_store", "stores.id_map", "stores.neo4j_attached", "stores.neo4j_graph_store",
+        "stores.neo4j_import", "stores.rocksdb_feature_store", "stores.row_index",
+    )
+}
+
+
+def test_a_server_module_imports_torch_only_while_it_is_on_the_list_of_those_still_to_convert() -> None:
+    serving = [m for m in MODULES if any(_under(m, room) for room in SERVING_ROOMS)]
+    on_torch = {
+        m for m in serving
+        if any(_under(n, "torch") or _under(n, "torch_geometric") for n in _imports(m, MODULES[m]))
+    }
+    new = on_torch - PYG_SIDE - STILL_ON_TORCH
+    assert not new, f"new torch or PyG imports on the server's side (it is to run without them): {sorted(new)}"
+    converted = STILL_ON_TORCH - on_torch
+    assert not converted, f"no longer import torch or PyG: take them off STILL_ON_TORCH: {sorted(converted)}"
