@@ -1,7 +1,8 @@
 """``RemoteNeighborSampler``: a PyG BaseSampler whose sampling runs on the gnnstore server.
 
-The server runs PyG's own ``node_sample`` / ``edge_sample`` around its sampling engine, so a
-batch's fields, metadata and negatives are exactly what PyG's ``NeighborSampler`` builds, and
+The server runs PyG's ``node_sample`` / ``edge_sample`` (``backend/engine/pyg_sampling.py``) around
+its sampling engine, so a batch's fields, metadata and negatives are built as PyG's
+``NeighborSampler`` builds them, and
 the negatives are drawn against the server's authoritative node counts. Ids in the output:
 
 * ``node`` (``batch.n_id``) — **global** node ids, the seeds first and in seed order;

@@ -2,7 +2,7 @@
 
 For each request the runner builds a PyG sampler from the request's options (a
 ``SnapshotNeighborSampler`` over the shared engine, cheap since the engine holds every large
-buffer; or a live Neo4j sampler) and runs PyG's ``node_sample`` / ``edge_sample`` through it, so
+buffer; or a live Neo4j sampler) and runs PyG's ``node_sample`` / ``edge_sample`` (``pyg_sampling.py``) through it, so
 a remote batch is built exactly as an in-process one. Negatives are drawn from a
 generator seeded by the request, so concurrent requests never share random state and, over a
 snapshot, a request with a seed always returns the same batch (live Neo4j sampling picks
