@@ -85,7 +85,7 @@ def batch_stream(data: object, num_batches: int, batch_size: int, fanouts: list[
     engine = SamplingEngine(TopologySnapshot.from_data(data))
     seeds = torch.randperm(data.num_nodes, generator=torch.Generator().manual_seed(2))
     return [
-        engine.sample(seeds[i * batch_size : (i + 1) * batch_size], fanouts, random_seed=i).node
+        torch.from_numpy(engine.sample(seeds[i * batch_size : (i + 1) * batch_size], fanouts, random_seed=i).node[None])
         for i in range(num_batches)
     ]
 

@@ -51,6 +51,10 @@ class PayloadWriter:
         """An ordinary tensor: it joins the payload when it is placed."""
         return torch.empty(shape, dtype=dtype)
 
+    def ids(self, n: int) -> np.ndarray:
+        """An ordinary int64 array: it joins the payload when it is placed."""
+        return np.empty(n, np.int64)
+
     def free_bytes(self) -> int:
         """0: rows aligned to the batch's nodes are for a segment the client's cache fills."""
         return 0

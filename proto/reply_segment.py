@@ -52,6 +52,8 @@ class ArrayWriter(Protocol):
 
     def empty(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor: ...
 
+    def ids(self, n: int) -> np.ndarray: ...
+
     def free_bytes(self) -> int: ...
 
     def place(self, raw: np.ndarray) -> int | None: ...
@@ -180,11 +182,22 @@ class ReplyWriter:
 
     def empty(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor:
         """An uninitialised tensor in the segment, or an ordinary one when it does not fit."""
-        nbytes = math.prod(shape) * dtype.itemsize
-        if not nbytes or aligned(self._end) + nbytes > self._view.size:
+        target = self._fresh(math.prod(shape) * dtype.itemsize)
+        if target is None:
             return torch.empty(shape, dtype=dtype)  # ``place`` counts it in ``needed_bytes``
-        _, target = self.reserve(nbytes)
         return torch.from_numpy(target).view(dtype).reshape(shape)
+
+    def ids(self, n: int) -> np.ndarray:
+        """An uninitialised int64 array of ``n`` ids in the segment, or an ordinary one when it
+        does not fit."""
+        target = self._fresh(8 * n)
+        return np.empty(n, np.int64) if target is None else target.view(np.int64)
+
+    def _fresh(self, nbytes: int) -> np.ndarray | None:
+        """``nbytes`` reserved in the segment, or None when there are none or they do not fit."""
+        if not nbytes or aligned(self._end) + nbytes > self._view.size:
+            return None
+        return self.reserve(nbytes)[1]
 
     def free_bytes(self) -> int:
         """Bytes still free past the last array placed (the next one starts 64-byte aligned)."""

@@ -3,18 +3,17 @@
 Each hop sends the frontier (**global** ids) in one ``UNWIND`` query that picks at most ``k``
 in-neighbours per node inside the database (``ORDER BY rand() LIMIT k`` in a Cypher 5 ``CALL``
 subquery), so nothing but the sample crosses the wire and every batch sees the graph as it is
-now. The output is the sampling engine's: a PyG ``SamplerOutput`` / ``HeteroSamplerOutput`` with
-``node`` global (seeds first and in order), ``row``/``col`` local, ``edge`` the store's edge ids
-and per-hop counts. Sampling is without replacement and not disjoint; for throughput on a graph
-that holds still, ``snapshot`` mode (``build_snapshot`` + ``SnapshotNeighborSampler``) is faster.
+now. The output is the sampling engine's: a :class:`~gnnstore.common.sample.Sample` (PyG's
+``SamplerOutput`` / ``HeteroSamplerOutput`` in-process) with ``node`` global (seeds first and in
+order), ``row``/``col`` local, ``edge`` the store's edge ids and per-hop counts. Sampling is
+without replacement and not disjoint; for throughput on a graph that holds still, ``snapshot``
+mode (``build_snapshot`` + ``SnapshotNeighborSampler``) is faster.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import torch
-from torch import Tensor
 from torch_geometric.sampler import (
     BaseSampler,
     EdgeSamplerInput,
@@ -25,9 +24,11 @@ from torch_geometric.sampler import (
 )
 
 from gnnstore.backend.engine.pyg_sampling import sample_links, sample_nodes
+from gnnstore.backend.engine.seeds import Seeds
 from gnnstore.backend.engine.topology import edge_ends
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.graph_types import EdgeType, NodeType
+from gnnstore.common.sample import Sample
 from gnnstore.stores.neo4j_attached import AttachedNeo4jGraph
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
@@ -109,17 +110,21 @@ class Neo4jLiveSampler(BaseSampler):
 
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: object) -> SamplerOutput | HeteroSamplerOutput:
         """Sample around seed nodes (**global** ids); metadata as PyG's ``NeighborSampler``."""
-        return sample_nodes(index, self._sample)
+        return sample_nodes(index, self.sample_seeds)
 
     def sample_from_edges(
         self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
     ) -> SamplerOutput | HeteroSamplerOutput:
         """Sample around seed links' endpoints (and negatives drawn by PyG)."""
-        return sample_links(index, self._sample, self.num_nodes, False, None, neg_sampling)
+        return sample_links(index, self.sample_seeds, self.num_nodes, False, None, neg_sampling)
 
-    def _sample(
-        self, seed: Tensor | dict[NodeType, Tensor], seed_time: object = None, **kwargs: object
-    ) -> SamplerOutput | HeteroSamplerOutput:
+    def sample_seeds(self, seed: Seeds, seed_time: Seeds | None = None) -> Sample:
+        """One batch: a query per hop and edge type around the seeds (global ids).
+
+        Raises:
+            InvalidRequestError: seed times (live sampling is not temporal), or a seed out of range.
+            NotFoundError: a seed node type the graph lacks.
+        """
         if seed_time is not None:
             raise InvalidRequestError("temporal sampling (seed_time) is not supported")
         seeds = self._seeds(seed)
@@ -145,20 +150,12 @@ class Neo4jLiveSampler(BaseSampler):
             for nt, n in nodes.items():
                 frontier[nt] = (np.asarray(n.ids[start[nt]:], np.int64), start[nt])
                 num_sampled_nodes[nt].append(len(n.ids) - start[nt])
-        node = {nt: torch.tensor(n.ids, dtype=torch.long) for nt, n in nodes.items()}
+        node = {nt: np.array(n.ids, dtype=np.int64) for nt, n in nodes.items()}
         row, col, edge = ({et: _cat(parts[et]) for et in self.edge_types} for parts in (rows, cols, edges))
         num_sampled_edges = {et: [len(part) for part in rows[et]] for et in self.edge_types}
-        if not self.is_hetero:
-            return SamplerOutput(
-                node=node[None], row=row[None], col=col[None], edge=edge[None], batch=None,
-                num_sampled_nodes=num_sampled_nodes[None], num_sampled_edges=num_sampled_edges[None],
-            )  # fmt: skip
-        return HeteroSamplerOutput(
-            node=node, row=row, col=col, edge=edge, batch=None,
-            num_sampled_nodes=num_sampled_nodes, num_sampled_edges=num_sampled_edges,
-        )  # fmt: skip
+        return Sample(node, row, col, edge, None, num_sampled_nodes, num_sampled_edges)
 
-    def _seeds(self, seed: Tensor | Mapping[NodeType, Tensor]) -> dict[NodeType | None, np.ndarray]:
+    def _seeds(self, seed: Seeds) -> dict[NodeType | None, np.ndarray]:
         given = dict(seed) if isinstance(seed, Mapping) else {None: seed}
         if (None in given) == self.is_hetero:
             raise InvalidRequestError(
@@ -168,7 +165,7 @@ class Neo4jLiveSampler(BaseSampler):
         out = {}
         for nt, count in self.node_counts.items():
             ids = given.pop(nt, None)
-            ids = np.empty(0, np.int64) if ids is None else torch.as_tensor(ids).long().numpy()
+            ids = np.empty(0, np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
             if ids.size:
                 low, high = int(ids.min()), int(ids.max())
                 if low < 0 or high >= count:
@@ -188,5 +185,5 @@ def _positions(front: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return order[np.searchsorted(front, ids, sorter=order)]
 
 
-def _cat(parts: list[np.ndarray]) -> Tensor:
-    return torch.from_numpy(np.concatenate(parts) if parts else np.empty(0, np.int64))
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)

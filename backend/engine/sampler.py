@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from torch import Tensor
+import torch
 from torch_geometric.sampler import (
     BaseSampler,
     EdgeSamplerInput,
@@ -29,13 +29,14 @@ from torch_geometric.sampler import (
 
 from gnnstore.backend.engine.pyg_sampling import sample_links, sample_nodes
 from gnnstore.backend.engine.sampling_engine import Fanouts, SamplingEngine
+from gnnstore.backend.engine.seeds import Seeds
 from gnnstore.backend.engine.temporal_index import TemporalIndex, TemporalRequest
 from gnnstore.backend.engine.topology import TopologySnapshot, edge_ends
 from gnnstore.backend.engine.weight_index import WeightIndex
-from gnnstore.common.allocate import Allocate
 from gnnstore.common.call_seed import seeded_call_seed
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.graph_types import NodeType
+from gnnstore.common.sample import MakeIds, Sample
 from gnnstore.common.temporal import TEMPORAL_STRATEGIES
 
 __all__ = ["Fanouts", "SamplingEngine", "SnapshotNeighborSampler"]
@@ -55,7 +56,7 @@ class SnapshotNeighborSampler(BaseSampler):
             stream derived from ``(seed, worker id, i)``. ``None`` draws from torch's global
             generator, as PyG does, so ``torch.manual_seed`` repeats a run. Negatives are always
             drawn by PyG from torch's global generator.
-        allocate: makes the output id tensors (default ``torch.empty``); the server passes its
+        make_ids: makes the output id arrays (default ``np.empty``); the server passes its
             reply segment's, so a sample is written where the reply is read.
         temporal: sample temporally over this index (``engine.temporal_index(node_time)``), as
             PyG's ``NeighborSampler(time_attr=...)`` with node times does (always disjoint):
@@ -81,7 +82,7 @@ class SnapshotNeighborSampler(BaseSampler):
         replace: bool = False,
         disjoint: bool = False,
         seed: int | None = None,
-        allocate: Allocate | None = None,
+        make_ids: MakeIds | None = None,
         temporal: TemporalIndex | None = None,
         temporal_strategy: str = "uniform",
         weights: WeightIndex | None = None,
@@ -96,7 +97,7 @@ class SnapshotNeighborSampler(BaseSampler):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise InvalidRequestError(f"seed must be an int or None, got {seed!r}")
         self.engine = engine_or_snapshot
-        self.fanouts: Fanouts = self.engine.fanouts(num_neighbors)
+        self.fanouts: Fanouts = self.engine.fanouts(_plain_fanouts(num_neighbors, self.engine.edge_types))
         if temporal_strategy not in TEMPORAL_STRATEGIES:
             raise InvalidRequestError(
                 f"temporal_strategy must be one of {TEMPORAL_STRATEGIES}, got {temporal_strategy!r}"
@@ -109,7 +110,7 @@ class SnapshotNeighborSampler(BaseSampler):
         self.temporal_strategy = temporal_strategy
         self.disjoint = bool(disjoint) or temporal is not None  # as PyG: temporal means disjoint
         self.seed = seed
-        self.allocate = allocate
+        self.make_ids = make_ids
         self._calls = itertools.count()
 
     @property
@@ -131,7 +132,7 @@ class SnapshotNeighborSampler(BaseSampler):
             NotFoundError: ``index.input_type`` is not a node type of the graph.
             InvalidRequestError: a seed id out of range, or seed times without a time attribute.
         """
-        return sample_nodes(index, self._sample)
+        return sample_nodes(index, self.sample_seeds)
 
     def sample_from_edges(
         self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
@@ -147,12 +148,14 @@ class SnapshotNeighborSampler(BaseSampler):
         node_time = None
         if self.temporal is not None:  # negatives no later than their link, as PyG draws them
             node_time = self.temporal.node_time if self.engine.is_hetero else self.temporal.node_time.get(None)
-        return sample_links(index, self._sample, self.num_nodes, self.disjoint, node_time, neg_sampling)
+        return sample_links(index, self.sample_seeds, self.num_nodes, self.disjoint, node_time, neg_sampling)
 
-    def _sample(
-        self, seed: Tensor | dict[NodeType, Tensor], seed_time: object = None, **kwargs: object
-    ) -> SamplerOutput | HeteroSamplerOutput:
-        """One engine call: ``node`` global (seeds first), ``row``/``col`` local, ``edge`` e_ids."""
+    def sample_seeds(self, seed: Seeds, seed_time: Seeds | None = None) -> Sample:
+        """One engine call: ``node`` global (seeds first), ``row``/``col`` local, ``edge`` e_ids.
+
+        Raises:
+            InvalidRequestError: seed times without a time attribute to sample by.
+        """
         temporal = None
         if self.temporal is not None:
             if seed_time is not None and not isinstance(seed_time, Mapping):
@@ -166,14 +169,16 @@ class SnapshotNeighborSampler(BaseSampler):
             replace=self.replace,
             disjoint=self.disjoint,
             random_seed=self._call_seed(),
-            allocate=self.allocate,
+            make_ids=self.make_ids,
             temporal=temporal,
             weights=self.weights,
         )
 
-    def _call_seed(self) -> int | None:
-        """The random seed of the next call, or ``None`` to draw it from torch's generator."""
-        return None if self.seed is None else seeded_call_seed(self.seed, next(self._calls))
+    def _call_seed(self) -> int:
+        """The random seed of the next call: from ``seed``, else from torch's generator."""
+        if self.seed is None:
+            return int(torch.randint(1 << 62, ()))
+        return seeded_call_seed(self.seed, next(self._calls))
 
     def _check_link_input(self, index: EdgeSamplerInput) -> None:
         """Check endpoint ids before negatives are drawn, naming the endpoint and the id."""
@@ -208,3 +213,14 @@ class SnapshotNeighborSampler(BaseSampler):
                 raise InvalidRequestError(
                     f"link {name} id {bad} of node type {nt!r} is out of range [0, {counts[nt]})"
                 )
+
+
+def _plain_fanouts(num_neighbors: Sequence[int] | Mapping | NumNeighbors, edge_types: list) -> Sequence[int] | Mapping:
+    """PyG's ``NumNeighbors`` as the list or dict the engine takes (a dict's ``default`` filling
+    the edge types it leaves out)."""
+    if not isinstance(num_neighbors, NumNeighbors):
+        return num_neighbors
+    if isinstance(num_neighbors.values, dict) and num_neighbors.default is not None:
+        values = {k.to_tuple() if hasattr(k, "to_tuple") else k: v for k, v in num_neighbors.values.items()}
+        return {et: values.get(et, num_neighbors.default) for et in edge_types}
+    return num_neighbors.get_values()

@@ -1,9 +1,9 @@
-"""The sampling engine: multi-hop neighbour sampling over a topology snapshot, PyG's output types.
+"""The sampling engine: multi-hop neighbour sampling over a topology snapshot, in numpy.
 
 ``SamplingEngine.sample`` validates its input once, then drives the compiled per-hop kernels
 of :mod:`gnnstore.backend.engine.sampling_kernels` (one call per hop and edge type, never a Python
-loop over nodes) and returns ``SamplerOutput`` / ``HeteroSamplerOutput`` as PyG's
-``NeighborSampler`` does: ``node`` global ids with the seeds first and in order, ``row``/``col``
+loop over nodes) and returns a :class:`~gnnstore.common.sample.Sample` with the fields of PyG's
+``NeighborSampler`` output: ``node`` global ids with the seeds first and in order, ``row``/``col``
 local, ``edge`` the graph store's edge ids, nodes and edges hop-contiguous.
 
 Thread-safety: one engine may serve many threads at once. The dense global→local arrays
@@ -19,17 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-from torch import Tensor
-from torch_geometric.sampler import HeteroSamplerOutput, NumNeighbors, SamplerOutput
 
 from gnnstore.backend.engine import sampling_kernels as kernels
 from gnnstore.backend.engine.temporal_index import TemporalIndex, TemporalRequest, batch_times
 from gnnstore.backend.engine.topology import TopologySnapshot, edge_ends, index_dtype
 from gnnstore.backend.engine.weight_index import WeightIndex
-from gnnstore.common.allocate import Allocate
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.graph_types import EdgeType, NodeType, checked_edge_type
+from gnnstore.common.sample import MakeIds, Sample
 
 logger = logging.getLogger(__name__)
 
@@ -134,25 +131,19 @@ class SamplingEngine:
 
     @property
     def num_nodes(self) -> int | dict[NodeType, int]:
-        """Node count (homogeneous) or node type → count, as PyG's ``edge_sample`` takes it."""
+        """Node count (homogeneous) or node type → count: the range negatives are drawn from."""
         counts = self.snapshot.num_nodes
         return counts[None] if not self.is_hetero else dict(counts)
 
-    def fanouts(self, num_neighbors: Sequence[int] | Mapping | NumNeighbors) -> Fanouts:
-        """Validate ``num_neighbors`` as PyG accepts it: one list, or one list per edge type.
+    def fanouts(self, num_neighbors: Sequence[int] | Mapping) -> Fanouts:
+        """Validate ``num_neighbors`` as PyG accepts it: one list, or one list per edge type
+        (keys ``(src, rel, dst)`` or PyG's ``'src__rel__dst'``).
 
         Raises:
             NotFoundError: a dict key is not an edge type of the snapshot.
             InvalidRequestError: a fanout below -1 or not an int, a dict for a homogeneous
                 graph, a missing edge type, or lists of different lengths.
         """
-        if isinstance(num_neighbors, NumNeighbors):
-            if isinstance(num_neighbors.values, dict) and num_neighbors.default is not None:
-                default = _hops(num_neighbors.default, "default")
-                values = {k.to_tuple(): v for k, v in num_neighbors.values.items()}
-                values = {et: values.get(et, default) for et in self.edge_types}
-                return self.fanouts(values)
-            return self.fanouts(num_neighbors.get_values())
         if isinstance(num_neighbors, Mapping):
             if not self.is_hetero:
                 raise InvalidRequestError(
@@ -189,26 +180,26 @@ class SamplingEngine:
 
     def sample(
         self,
-        seed: Tensor | Mapping[NodeType, Tensor],
+        seed: np.ndarray | Mapping[NodeType, np.ndarray],
         num_neighbors: Fanouts | Sequence[int] | Mapping,
         *,
         replace: bool = False,
         disjoint: bool = False,
         random_seed: int | None = None,
-        allocate: Allocate | None = None,
+        make_ids: MakeIds | None = None,
         temporal: TemporalRequest | None = None,
         weights: WeightIndex | None = None,
-    ) -> SamplerOutput | HeteroSamplerOutput:
+    ) -> Sample:
         """Sample the multi-hop neighbourhood of ``seed`` (**global** ids).
 
         Args:
-            seed: seed ids (homogeneous) or node type → seed ids.
+            seed: seed ids (homogeneous) or node type → seed ids: 1-D integer arrays (or
+                anything numpy reads as one, such as a CPU tensor).
             num_neighbors: fanouts, validated by :meth:`fanouts` unless already a ``Fanouts``.
             replace: sample with replacement.
             disjoint: give each seed its own subtree (``batch`` holds the seed index).
-            random_seed: seed of this call's random stream; ``None`` draws one from torch's
-                global generator, so ``torch.manual_seed`` makes a run repeatable.
-            allocate: makes the output tensors (default ``torch.empty``), e.g. straight in a
+            random_seed: seed of this call's random stream; ``None``: a fresh one.
+            make_ids: makes the output id arrays (default ``np.empty``), e.g. straight in a
                 reply segment so the server does not copy them there.
             temporal: sample temporally (always disjoint): a node reached from seed ``b`` has
                 only neighbours no later than ``b``'s seed time.
@@ -221,31 +212,31 @@ class SamplingEngine:
 
         Raises:
             NotFoundError: an unknown node type among the seeds.
-            InvalidRequestError: seeds not a 1-D integer tensor, an id out of range, bad fanouts.
+            InvalidRequestError: seeds not a 1-D integer array, an id out of range, bad fanouts.
         """
         fanouts = num_neighbors if isinstance(num_neighbors, Fanouts) else self.fanouts(num_neighbors)
         seeds = self._seeds(seed)
         if random_seed is None:
-            random_seed = int(torch.randint(1 << 62, ()))
+            random_seed = int(np.random.default_rng().integers(1 << 62))
         state = np.array([random_seed % _UINT64], np.uint64)
-        allocate = allocate or torch.empty
+        make_ids = make_ids or _new_ids
         if temporal is not None:
             if weights is not None:
                 raise InvalidRequestError("weighted and temporal sampling cannot be combined; choose one")
             seed_time = temporal.index.seed_times(seeds) if temporal.seed_time is None else temporal.seed_time
             run = self._run_disjoint(seeds, fanouts, bool(replace), state, temporal, batch_times(seed_time, seeds))
-            return self._output(run, True, allocate)
+            return self._output(run, True, make_ids)
         csc_weights = {} if weights is None else weights.csc_weights
         if disjoint:
             run = self._run_disjoint(seeds, fanouts, bool(replace), state, csc_weights=csc_weights)
-            return self._output(run, True, allocate)
-        return self._output(self._run_shared(seeds, fanouts, bool(replace), state, csc_weights), False, allocate)
+            return self._output(run, True, make_ids)
+        return self._output(self._run_shared(seeds, fanouts, bool(replace), state, csc_weights), False, make_ids)
 
-    def _seeds(self, seed: Tensor | Mapping[NodeType, Tensor]) -> dict[NodeType | None, np.ndarray]:
+    def _seeds(self, seed: np.ndarray | Mapping[NodeType, np.ndarray]) -> dict[NodeType | None, np.ndarray]:
         """Seeds per node type as contiguous int64 arrays, every id checked against its range."""
         if isinstance(seed, Mapping):
             if not self.is_hetero:
-                raise InvalidRequestError("a homogeneous graph takes seeds as one tensor, got a dict")
+                raise InvalidRequestError("a homogeneous graph takes seeds as one array, got a dict")
             for nt in seed:
                 if nt not in self.snapshot.num_nodes:
                     raise NotFoundError(
@@ -254,7 +245,7 @@ class SamplingEngine:
             given = dict(seed)
         elif self.is_hetero:
             raise InvalidRequestError(
-                "a heterogeneous graph takes seeds as a dict node type -> tensor, got "
+                "a heterogeneous graph takes seeds as a dict node type -> ids, got "
                 f"{type(seed).__name__}"
             )
         else:
@@ -354,27 +345,17 @@ class SamplingEngine:
             run.end_hop()
         return run
 
-    def _output(self, run: "_Run", disjoint: bool, allocate: Allocate) -> SamplerOutput | HeteroSamplerOutput:
-        node = {nt: _tensor(parts, allocate) for nt, parts in run.nodes.items()}
-        batch = {nt: _tensor(parts, allocate) for nt, parts in run.batch.items()} if disjoint else None
-        row = {et: _tensor(run.rows[et], allocate) for et in self.edge_types}
-        col = {et: _tensor(run.cols[et], allocate) for et in self.edge_types}
-        edge = {et: _tensor(run.edges[et], allocate) for et in self.edge_types}
-        if not self.is_hetero:
-            if None not in self.edge_types:  # a graph of nodes alone: every hop finds nothing
-                row[None], col[None], edge[None] = (_tensor([], allocate) for _ in range(3))
-                run.num_sampled_edges[None] = [0] * (len(run.num_sampled_nodes[None]) - 1)
-            return SamplerOutput(
-                node=node[None], row=row[None], col=col[None], edge=edge[None],
-                batch=None if batch is None else batch[None],
-                num_sampled_nodes=run.num_sampled_nodes[None],
-                num_sampled_edges=run.num_sampled_edges[None],
-            )
-        return HeteroSamplerOutput(
-            node=node, row=row, col=col, edge=edge, batch=batch,
-            num_sampled_nodes=run.num_sampled_nodes,
-            num_sampled_edges=run.num_sampled_edges,
-        )
+    def _output(self, run: "_Run", disjoint: bool, make_ids: MakeIds) -> Sample:
+        node = {nt: _joined(parts, make_ids) for nt, parts in run.nodes.items()}
+        batch = {nt: _joined(parts, make_ids) for nt, parts in run.batch.items()} if disjoint else None
+        row = {et: _joined(run.rows[et], make_ids) for et in self.edge_types}
+        col = {et: _joined(run.cols[et], make_ids) for et in self.edge_types}
+        edge = {et: _joined(run.edges[et], make_ids) for et in self.edge_types}
+        num_sampled_edges = {et: run.num_sampled_edges[et] for et in self.edge_types}
+        if not self.is_hetero and None not in self.edge_types:  # nodes alone: every hop finds nothing
+            row[None], col[None], edge[None] = (_joined([], make_ids) for _ in range(3))
+            num_sampled_edges[None] = [0] * (len(run.num_sampled_nodes[None]) - 1)
+        return Sample(node, row, col, edge, batch, run.num_sampled_nodes, num_sampled_edges)
 
 
 class _Run:
@@ -443,26 +424,33 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _tensor(parts: list[np.ndarray], allocate: Allocate) -> Tensor:
-    """The hop parts joined into one int64 tensor made by ``allocate``."""
-    out = allocate((sum(p.shape[0] for p in parts),), dtype=torch.int64)
-    if out.numel():
-        np.concatenate(parts, out=out.numpy())
+def _new_ids(n: int) -> np.ndarray:
+    return np.empty(n, np.int64)
+
+
+def _joined(parts: list[np.ndarray], make_ids: MakeIds) -> np.ndarray:
+    """The hop parts joined into one int64 array made by ``make_ids``."""
+    out = make_ids(sum(p.shape[0] for p in parts))
+    if out.size:
+        np.concatenate(parts, out=out)
     return out
 
 
 def _check_ids(node_type: NodeType | None, ids: object, num_nodes: int) -> np.ndarray:
     """Seed ids as a contiguous int64 array, or an error naming the node type and the bad id."""
-    if isinstance(ids, np.ndarray):
-        ids = torch.from_numpy(ids)
-    if not isinstance(ids, Tensor) or ids.dim() != 1:
-        got = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
-        raise InvalidRequestError(f"seeds of node type {node_type!r} must be a 1-D tensor, got {got}")
-    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+    if not hasattr(ids, "__array__") or isinstance(ids, (str, bytes)):
+        raise InvalidRequestError(f"seeds of node type {node_type!r} must be a 1-D array, got {type(ids).__name__}")
+    try:
+        array = np.asarray(ids)  # a CPU tensor too, without a copy
+    except TypeError as exc:  # e.g. a tensor on a GPU, or of a dtype numpy lacks
+        raise InvalidRequestError(f"seeds of node type {node_type!r} must be integer ids on the CPU: {exc}") from None
+    if array.ndim != 1:
+        raise InvalidRequestError(f"seeds of node type {node_type!r} must be a 1-D array, got {array.shape}")
+    if array.dtype.kind not in "iu":
         raise InvalidRequestError(
-            f"seeds of node type {node_type!r} must be integer ids, got dtype {ids.dtype}"
+            f"seeds of node type {node_type!r} must be integer ids, got dtype {array.dtype}"
         )
-    out = np.ascontiguousarray(ids.detach().cpu().numpy(), dtype=np.int64)
+    out = np.ascontiguousarray(array, dtype=np.int64)
     if out.shape[0]:
         lo, hi = int(out.min()), int(out.max())
         if lo < 0 or hi >= num_nodes:

@@ -125,16 +125,16 @@ def batch_times(
     size = max((ids.shape[0] for ids in seeds.values()), default=0)
     out = np.zeros(size, np.int64)
     for node_type, times in seed_time.items():
-        times = torch.as_tensor(times)
+        times = np.asarray(times)
         ids = seeds.get(node_type)
         if ids is None:
             continue
-        if not _is_integer(times.dtype) or times.dim() != 1 or times.numel() != ids.shape[0]:
+        if times.dtype.kind not in "iu" or times.shape != (ids.shape[0],):
             raise InvalidRequestError(
                 f"seed times of node type {node_type!r} must be one integer per seed ({ids.shape[0]}), "
                 f"got {times.dtype} {list(times.shape)}"
             )
-        out[: ids.shape[0]] = times.to(torch.int64).numpy()
+        out[: ids.shape[0]] = times
     return out
 
 

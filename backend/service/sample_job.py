@@ -15,7 +15,7 @@ from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamp
 
 from gnnstore.backend.service.reply_segments import ReplySegments
 from gnnstore.backend.service.served_graph import SampledVersion
-from gnnstore.common.allocate import Allocate
+from gnnstore.common.sample import MakeIds
 from gnnstore.common.temporal import TemporalOptions
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.feature_request import RowRequest, feature_request_from_proto
@@ -69,9 +69,9 @@ class SampleJob:
     accept_data_port: bool
 
     @property
-    def allocate(self) -> Allocate | None:
-        """Makes the sample's id tensors in the reply segment when there is one."""
-        return None if self.writer is None else self.writer.empty
+    def make_ids(self) -> MakeIds | None:
+        """Makes the sample's id arrays where the reply's arrays go, when they go apart."""
+        return None if self.writer is None else self.writer.ids
 
 
 def decode_sample_job(

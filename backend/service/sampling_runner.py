@@ -103,7 +103,7 @@ class SamplingRunner:
     def sample(self, job: SampleJob) -> SamplerOutput | HeteroSamplerOutput:
         """PyG's ``sample_from_nodes`` around the job's global seed ids (metadata ``(input_id,
         time)``), or its ``sample_from_edges`` (positives, negatives and metadata with local
-        indices), on the job's graph version; the id tensors go where ``job.allocate`` makes them.
+        indices), on the job's graph version; the id arrays go where ``job.make_ids`` makes them.
         The job is one ``check`` passed.
 
         Raises:
@@ -111,7 +111,7 @@ class SamplingRunner:
         """
         inputs, neg_sampling = job.inputs, job.neg_sampling
         sampler = job.graph.make_sampler(
-            SamplerRequest(job.num_neighbors, job.replace, _disjoint(job), job.seed, job.allocate, job.temporal,
+            SamplerRequest(job.num_neighbors, job.replace, _disjoint(job), job.seed, job.make_ids, job.temporal,
                            job.weight_attr)
         )
         if isinstance(inputs, NodeSamplerInput):

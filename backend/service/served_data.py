@@ -244,7 +244,7 @@ def _snapshot(
             temporal_indexes, weight_indexes = indexes.of(view) if temporal or weighted is not None else (None, None)
             return SnapshotNeighborSampler(
                 view.engine, request.num_neighbors, replace=request.replace, disjoint=request.disjoint,
-                seed=request.seed, allocate=request.allocate,
+                seed=request.seed, make_ids=request.make_ids,
                 temporal=None if temporal is None else temporal_indexes.get(temporal.time_attr),
                 temporal_strategy="uniform" if temporal is None else temporal.strategy,
                 weights=None if weighted is None else weight_indexes.get(weighted),
@@ -298,7 +298,7 @@ def _live(
         raise PreconditionError("Neo4j holds no edges to sample; run `gnnstore ingest` first")
 
     def make_sampler(request: SamplerRequest) -> BaseSampler:
-        # ``allocate`` goes unused: the live sampler's tensors come out of Cypher replies and
+        # ``make_ids`` goes unused: the live sampler's tensors come out of Cypher replies and
         # are copied into a reply segment like any other.
         if request.replace or request.disjoint or request.temporal is not None or request.weight_attr is not None:
             raise InvalidRequestError(

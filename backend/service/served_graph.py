@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from torch_geometric.sampler import BaseSampler
 
 from gnnstore.backend.engine.work_budget import GraphBounds
-from gnnstore.common.allocate import Allocate
 from gnnstore.common.graph_types import EdgeType, NodeType
+from gnnstore.common.sample import MakeIds
 from gnnstore.common.temporal import TemporalOptions
 from gnnstore.proto.sampling_options import NeighborCounts
 
@@ -24,7 +24,7 @@ class SamplerRequest:
         num_neighbors: PyG's fanouts (a list, or a dict per edge type).
         replace, disjoint: PyG's sampling flags.
         seed: the request's random seed (``None``: a fresh draw).
-        allocate: makes the output id tensors where the sampler can (``None``: ``torch.empty``).
+        make_ids: makes the output id arrays where the sampler can (``None``: ``np.empty``).
         temporal: temporal sampling (``None``: none).
         weight_attr: the edge attribute to sample by weight (``None``: uniform).
     """
@@ -33,7 +33,7 @@ class SamplerRequest:
     replace: bool
     disjoint: bool
     seed: int | None
-    allocate: Allocate | None = None
+    make_ids: MakeIds | None = None
     temporal: TemporalOptions | None = None
     weight_attr: str | None = None
 

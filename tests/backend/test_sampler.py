@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import threading
 
+import numpy as np
 import pytest
 import torch
 from sampler_checks import check_batch, power_law_edge_index
@@ -11,6 +12,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader, NodeLoader
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 
+from gnnstore.backend.engine.pyg_sampling import to_pyg
 from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.engine.snapshot_builder import build_snapshot
 from gnnstore.backend.engine.topology import TopologySnapshot
@@ -48,15 +50,15 @@ def test_every_batch_of_a_seed_sweep_keeps_the_invariants(
     for start in range(0, N, 37):
         seeds = torch.cat([hub, torch.arange(start, min(start + 37, N))]).unique_consecutive()
         seeds = seeds[torch.randperm(seeds.numel(), generator=torch.Generator().manual_seed(start))]
-        out = engine.sample(seeds, fanouts, replace=replace, disjoint=disjoint, random_seed=start)
+        out = to_pyg(engine.sample(seeds, fanouts, replace=replace, disjoint=disjoint, random_seed=start))
         check_batch(out, {None: (src, dst)}, {None: N}, {None: fanouts}, {None: seeds},
                     replace=replace, disjoint=disjoint)
 
 
 def test_high_fanouts_keep_every_neighbour(graph: Data, engine: SamplingEngine) -> None:
     seeds = torch.arange(0, N, 5)
-    all_in = engine.sample(seeds, [-1], random_seed=1)
-    big = engine.sample(seeds, [10_000], random_seed=2)
+    all_in = to_pyg(engine.sample(seeds, [-1], random_seed=1))
+    big = to_pyg(engine.sample(seeds, [10_000], random_seed=2))
     want = torch.isin(graph.edge_index[1], seeds).nonzero().view(-1)
     assert torch.equal(all_in.edge.sort().values, want)
     assert torch.equal(big.edge.sort().values, want)
@@ -64,14 +66,14 @@ def test_high_fanouts_keep_every_neighbour(graph: Data, engine: SamplingEngine) 
 
 def test_duplicate_seeds_keep_their_positions(engine: SamplingEngine) -> None:
     seeds = torch.tensor([4, 9, 4, 0])
-    out = engine.sample(seeds, [3], random_seed=0)
+    out = to_pyg(engine.sample(seeds, [3], random_seed=0))
     assert torch.equal(out.node[:4], seeds)
     assert out.num_sampled_nodes[0] == 4
 
 
 def test_same_seed_same_batch_and_another_seed_another(engine: SamplingEngine) -> None:
     seeds = torch.arange(0, 64)
-    one = [engine.sample(seeds, [10, 5], random_seed=s) for s in (3, 3, 4)]
+    one = [to_pyg(engine.sample(seeds, [10, 5], random_seed=s)) for s in (3, 3, 4)]
     for field in ("node", "row", "col", "edge"):
         assert torch.equal(getattr(one[0], field), getattr(one[1], field))
     assert not torch.equal(one[0].edge, one[2].edge)
@@ -89,34 +91,34 @@ def test_same_seed_same_batch_and_another_seed_another(engine: SamplingEngine) -
 
 @pytest.mark.parametrize("disjoint", [False, True])
 def test_outputs_are_made_by_the_given_allocator(engine: SamplingEngine, disjoint: bool) -> None:
-    made: list[torch.Tensor] = []
+    made: list[np.ndarray] = []
 
-    def allocate(shape: tuple[int, ...], *, dtype: torch.dtype) -> torch.Tensor:
-        made.append(torch.full(shape, -7, dtype=dtype))  # stale bytes must all be overwritten
+    def make_ids(n: int) -> np.ndarray:
+        made.append(np.full(n, -7, np.int64))  # stale bytes must all be overwritten
         return made[-1]
 
     seeds = torch.arange(0, 64)
-    plain = engine.sample(seeds, [10, 5], disjoint=disjoint, random_seed=3)
-    sampler = SnapshotNeighborSampler(engine, [10, 5], disjoint=disjoint, seed=3, allocate=allocate)
+    plain = to_pyg(engine.sample(seeds, [10, 5], disjoint=disjoint, random_seed=3))
+    sampler = SnapshotNeighborSampler(engine, [10, 5], disjoint=disjoint, seed=3, make_ids=make_ids)
     placed = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds))
     fields = ("node", "row", "col", "edge", *(("batch",) if disjoint else ()))
     for field in fields:
         tensor = getattr(placed, field)
-        assert any(tensor.data_ptr() == m.data_ptr() for m in made), field
-    again = engine.sample(seeds, [10, 5], disjoint=disjoint, random_seed=3, allocate=allocate)
+        assert any(tensor.data_ptr() == m.ctypes.data for m in made), field
+    again = to_pyg(engine.sample(seeds, [10, 5], disjoint=disjoint, random_seed=3, make_ids=make_ids))
     for field in fields:
         assert torch.equal(getattr(again, field), getattr(plain, field)), field
 
 
 def test_threads_share_one_engine(graph: Data, engine: SamplingEngine) -> None:
     src, dst = graph.edge_index
-    expected = {s: engine.sample(torch.arange(s, s + 40), [8, 4], random_seed=s) for s in range(8)}
+    expected = {s: to_pyg(engine.sample(torch.arange(s, s + 40), [8, 4], random_seed=s)) for s in range(8)}
     errors: list[BaseException] = []
 
     def work(s: int) -> None:
         try:
             for _ in range(20):
-                out = engine.sample(torch.arange(s, s + 40), [8, 4], random_seed=s)
+                out = to_pyg(engine.sample(torch.arange(s, s + 40), [8, 4], random_seed=s))
                 assert torch.equal(out.edge, expected[s].edge) and torch.equal(out.row, expected[s].row)
                 seeds = {None: torch.arange(s, s + 40)}
                 check_batch(out, {None: (src, dst)}, {None: N}, {None: [8, 4]}, seeds)
@@ -208,15 +210,16 @@ def test_sampler_reports_pyg_attributes(engine: SamplingEngine) -> None:
     [
         (torch.tensor([0, N]), f"seed id {N} of node type None is out of range [0, {N})"),
         (torch.tensor([-1, 2]), "seed id -1"),
-        (torch.tensor([[1, 2]]), "must be a 1-D tensor"),
+        (torch.tensor([[1, 2]]), "must be a 1-D array"),
+        ([1, 2], "must be a 1-D array, got list"),
         (torch.tensor([1.0]), "must be integer ids"),
-        ({"paper": torch.tensor([1])}, "homogeneous graph takes seeds as one tensor"),
+        ({"paper": torch.tensor([1])}, "homogeneous graph takes seeds as one array"),
     ],
 )
 def test_bad_seeds_are_refused_by_name(engine: SamplingEngine, seed: object, fragment: str) -> None:
     with pytest.raises(InvalidRequestError, match=fragment.replace("[", r"\[").replace(")", r"\)")):
         engine.sample(seed, [2])
-    assert engine.sample(torch.tensor([0, 1]), [2], random_seed=0).node[:2].tolist() == [0, 1]
+    assert to_pyg(engine.sample(torch.tensor([0, 1]), [2], random_seed=0)).node[:2].tolist() == [0, 1]
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NumNeighbors
 
+from gnnstore.backend.engine.pyg_sampling import to_pyg
 from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
@@ -45,7 +46,7 @@ def test_every_batch_keeps_the_invariants_per_type(
     fanouts = _per_type(graph, hops)
     for start in range(0, 120, 30):
         seeds = {"paper": torch.arange(start, start + 30).flip(0), "venue": torch.tensor([start % 7])}
-        out = engine.sample(seeds, fanouts, replace=replace, disjoint=disjoint, random_seed=start)
+        out = to_pyg(engine.sample(seeds, fanouts, replace=replace, disjoint=disjoint, random_seed=start))
         assert set(out.node) == set(graph.node_types) and set(out.row) == set(graph.edge_types)
         check_batch(out, _coo(graph), _counts(graph), fanouts, seeds, replace=replace, disjoint=disjoint)
 
@@ -55,7 +56,7 @@ def test_fanout_forms_pyg_accepts(graph: HeteroData, engine: SamplingEngine) -> 
     assert as_list.per_edge_type == {et: (3, 2) for et in graph.edge_types}
     as_strings = engine.fanouts({"__".join(et): [1] for et in graph.edge_types})
     assert as_strings.per_edge_type == {et: (1,) for et in graph.edge_types}
-    with_default = engine.fanouts(NumNeighbors({graph.edge_types[0]: [5]}, default=[1]))
+    with_default = SnapshotNeighborSampler(engine, NumNeighbors({graph.edge_types[0]: [5]}, default=[1])).fanouts
     assert with_default.per_edge_type[graph.edge_types[0]] == (5,)
     assert with_default.per_edge_type[graph.edge_types[1]] == (1,)
 

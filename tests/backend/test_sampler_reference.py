@@ -10,6 +10,7 @@ import torch
 from sampler_checks import hetero_graph, power_law_edge_index
 from torch_geometric.data import Data, HeteroData
 
+from gnnstore.backend.engine.pyg_sampling import to_pyg
 from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
 from gnnstore.backend.engine.topology import TopologySnapshot
 
@@ -66,7 +67,7 @@ def test_all_neighbours_give_the_reference_batch(ref, graph: Data) -> None:  # n
     for start in range(0, N, 50):
         seeds = torch.arange(start, start + 7)
         want = torch_sampler._sample(seeds)
-        got = engine.sample(seeds, [-1, -1], random_seed=0)
+        got = to_pyg(engine.sample(seeds, [-1, -1], random_seed=0))
         want_edge = want.edge if perm is None else perm[want.edge]
         assert got.num_sampled_nodes == want.num_sampled_nodes
         assert got.num_sampled_edges == want.num_sampled_edges
@@ -82,7 +83,7 @@ def test_hetero_all_neighbours_give_the_reference_sets(ref) -> None:  # noqa: AN
     torch_sampler = ref.TorchNeighborSampler(_store_pair(ref, data), [-1, -1])
     engine = SamplingEngine(TopologySnapshot.from_data(data))
     seeds = {"paper": torch.arange(10, 20)}
-    want, got = torch_sampler._sample(seeds), engine.sample(seeds, [-1, -1], random_seed=0)
+    want, got = torch_sampler._sample(seeds), to_pyg(engine.sample(seeds, [-1, -1], random_seed=0))
     for nt in data.node_types:
         assert got.num_sampled_nodes[nt] == want.num_sampled_nodes[nt]
         assert _hop_sets(got.node[nt], got.num_sampled_nodes[nt]) == _hop_sets(
@@ -109,7 +110,7 @@ def test_sampled_degrees_and_pick_frequencies_match_the_reference(ref, graph: Da
     for i in range(runs):
         perm = torch_sampler.perm
         want = torch_sampler._sample(seeds)
-        got = engine.sample(seeds, [5, 3], random_seed=i)
+        got = to_pyg(engine.sample(seeds, [5, 3], random_seed=i))
         assert got.num_sampled_edges[0] == want.num_sampled_edges[0]  # sum of min(5, deg): exact
         want_edge = want.edge if perm is None else perm[want.edge]
         for name, out, eids in (("ref", want, want_edge), ("engine", got, got.edge)):

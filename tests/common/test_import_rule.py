@@ -143,7 +143,7 @@ PYG_SIDE = {  # the in-process sampler PyG's loaders call, and its loader worker
 }
 STILL_ON_TORCH = {  # issue 47's to-do: the server's modules that still import torch or PyG; it only shrinks
     f"gnnstore.{name}" for name in (
-        "backend.engine.neo4j_live_sampling", "backend.engine.sampling_engine",
+        "backend.engine.neo4j_live_sampling",
         "backend.engine.temporal_index", "backend.engine.topology", "backend.engine.weight_index",
         "backend.features.feature_tier", "backend.features.tiered_feature_store", "backend.server.serve_cli",
         "backend.service.admin_service", "backend.service.feature_service", "backend.service.graph_service",

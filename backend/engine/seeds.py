@@ -1,11 +1,12 @@
-"""The seeds of a batch of links and the label indices that point back at them, in numpy.
+"""A batch of seed nodes or seed links around one sampling call: PyG's ``node_sample`` and
+``edge_sample``, in numpy.
 
-PyG's ``edge_sample`` does this around a sampler: it draws negatives, merges the links' ends
-into seed nodes (unique ones, or one per end when disjoint), samples, and writes the metadata a
-``LinkLoader`` reads (``edge_label_index`` and ``edge_label``, or ``src_index``,
-``dst_pos_index`` and ``dst_neg_index``), with the same order and dtypes. :func:`plan_links` is
-that, step for step, without torch, so the server and the in-process samplers share it; a
-test holds it equal to PyG's own on every mode.
+For links, PyG draws negatives, merges the links' ends into seed nodes (unique ones, or one per
+end when disjoint), samples, and writes the metadata a ``LinkLoader`` reads
+(``edge_label_index`` and ``edge_label``, or ``src_index``, ``dst_pos_index`` and
+``dst_neg_index``). :func:`plan_links` and :func:`sample_links` are that, step for step, with
+the same order and dtypes, so the server and the in-process samplers share them; a test holds
+them equal to PyG's own on every mode.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from gnnstore.backend.engine.topology import edge_ends
 from gnnstore.common.graph_types import EdgeType, NodeType
+from gnnstore.common.sample import Sample
 
 Draw = Callable[[int, str, int], np.ndarray]
 """``draw(count, endpoint, num_nodes)``: ``count`` negative ids of the ``'src'`` or ``'dst'``
@@ -57,6 +59,10 @@ class Links:
 
 
 Seeds = np.ndarray | dict[NodeType, np.ndarray]
+"""Seed ids: one array (a homogeneous graph), or node type → array."""
+
+SampleFn = Callable[[Seeds, Seeds | None], Sample]
+"""``sample(seed, seed_time)``: one sampling call around global seed ids (and their times)."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,36 @@ def plan_links(
         dst_neg = (dst_neg.reshape(-1, num_pos).T if disjoint else dst_neg).reshape(num_pos, -1)
         labels = (src_index, dst_index[:num_pos], dst_neg[:, 0] if dst_neg.shape[1] == 1 else dst_neg, src_time)
     return LinkPlan(seed, seed_time, labels, num_pos)
+
+
+def sample_nodes(
+    sample: SampleFn, node: np.ndarray, input_type: NodeType | None = None,
+    time: np.ndarray | None = None, input_id: np.ndarray | None = None,
+) -> Sample:
+    """PyG's ``node_sample``: ``sample`` around seed nodes of ``input_type`` (``None``:
+    homogeneous); metadata ``(input_id, time)``."""
+    if input_type is None:
+        out = sample(node, time)
+    else:
+        out = sample({input_type: node}, None if time is None else {input_type: time})
+    out.metadata = (input_id, time)
+    return out
+
+
+def sample_links(
+    sample: SampleFn, links: Links, num_nodes: int | dict[NodeType, int], disjoint: bool,
+    node_time: np.ndarray | dict[NodeType, np.ndarray] | None = None,
+    negatives: Negatives | None = None, input_id: np.ndarray | None = None,
+) -> Sample:
+    """PyG's ``edge_sample``: ``sample`` around the links' ends and their negatives (see
+    :func:`plan_links`); a disjoint ``batch`` names each node's link; metadata
+    ``(input_id, *plan.labels)``."""
+    plan = plan_links(links, num_nodes, disjoint, node_time, negatives)
+    out = sample(plan.seed, plan.seed_time)
+    if disjoint:
+        out.batch = {key: batch % plan.num_pos for key, batch in out.batch.items()}
+    out.metadata = (input_id, *plan.labels)
+    return out
 
 
 def _of(values: np.ndarray | dict | None, node_type: NodeType | None) -> np.ndarray | None:

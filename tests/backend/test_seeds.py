@@ -1,4 +1,4 @@
-"""``link_seeds`` (through ``pyg_sampling``) against PyG's own ``edge_sample`` and ``node_sample``:
+"""``seeds`` (through ``pyg_sampling``) against PyG's own ``edge_sample`` and ``node_sample``:
 the same seeds reach the sampler and the same metadata comes out, mode by mode, with the same
 negatives drawn from torch's generator."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
-from gnnstore.backend.engine.link_seeds import Links, Negatives, plan_links
-from gnnstore.backend.engine.pyg_sampling import sample_links, sample_nodes
+from gnnstore.backend.engine.pyg_sampling import sample_links, sample_nodes, to_pyg
 from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.backend.engine.seeds import Links, Negatives, plan_links
 from gnnstore.backend.engine.topology import TopologySnapshot
 
 N = 60
@@ -43,14 +43,22 @@ NEGATIVES = {"none": None, "binary 1": ("binary", 1), "binary 1.5": ("binary", 1
 
 
 class _Recording:
-    """A real sampler's sampling function that keeps the seeds each call was given."""
+    """A real sampler's sampling function that keeps the seeds each call was given (as tensors);
+    for PyG's functions it answers in PyG's type."""
 
-    def __init__(self, sampler: SnapshotNeighborSampler) -> None:
-        self.sampler, self.calls = sampler, []
+    def __init__(self, sampler: SnapshotNeighborSampler, pyg: bool) -> None:
+        self.sampler, self.pyg, self.calls = sampler, pyg, []
 
     def __call__(self, seed, seed_time=None):  # noqa: ANN001, ANN204
-        self.calls.append((seed, seed_time))
-        return self.sampler._sample(seed, seed_time)
+        self.calls.append((_tensors(seed), _tensors(seed_time)))
+        out = self.sampler.sample_seeds(seed, seed_time)
+        return to_pyg(out) if self.pyg else out
+
+
+def _tensors(value):  # noqa: ANN001, ANN202
+    if isinstance(value, dict):
+        return {key: _tensors(v) for key, v in value.items()}
+    return torch.from_numpy(value) if isinstance(value, np.ndarray) else value
 
 
 def _links(graph: str, labelled: bool, timed: bool) -> EdgeSamplerInput:
@@ -88,7 +96,8 @@ def test_links_reach_the_sampler_and_come_back_as_pyg_makes_them(
     if spec and spec[0] == "triplet" and labelled:
         pytest.skip("PyG takes no labels with triplet negatives")
     engine = SamplingEngine(TopologySnapshot.from_data(make()))
-    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], disjoint=disjoint, seed=5)) for _ in range(2))
+    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], disjoint=disjoint, seed=5), pyg)
+                    for pyg in (False, True))
     inputs = _links(graph, labelled, timed=False)
     neg = None if spec is None else NegativeSampling(*spec)
     torch.manual_seed(11)
@@ -109,7 +118,8 @@ def test_temporal_links_redraw_negatives_later_than_their_link_as_pyg(negatives:
     node_time = torch.randint(0, 100, (N,), generator=torch.Generator().manual_seed(4))
     engine = SamplingEngine(TopologySnapshot.from_data(data))
     temporal = engine.temporal_index({None: node_time.numpy()})
-    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], temporal=temporal, seed=5)) for _ in range(2))
+    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], temporal=temporal, seed=5), pyg)
+                    for pyg in (False, True))
     inputs = _links("homogeneous", labelled=False, timed=True)
     neg = NegativeSampling(*NEGATIVES[negatives])
     torch.manual_seed(12)
@@ -125,12 +135,13 @@ def test_temporal_links_redraw_negatives_later_than_their_link_as_pyg(negatives:
 def test_nodes_reach_the_sampler_with_their_times_and_metadata_as_pyg(graph: str) -> None:
     make, input_type = GRAPHS[graph]
     engine = SamplingEngine(TopologySnapshot.from_data(make()))
-    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], seed=5)) for _ in range(2))
+    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], seed=5), pyg) for pyg in (False, True))
     node_type = None if input_type is None else input_type[0]
     inputs = NodeSamplerInput(torch.arange(4), torch.tensor([5, 1, 5, 9]), None, node_type)
     got, want = sample_nodes(inputs, ours), node_sample(inputs, theirs)
     _same(ours.calls[0][0], theirs.calls[0][0])
-    assert got.metadata[0] is inputs.input_id and want.metadata[1] is None and got.metadata[1] is None
+    _same(got.metadata[0], want.metadata[0])
+    assert want.metadata[1] is None and got.metadata[1] is None
     _same(got.node, want.node)
 
 
