@@ -1,6 +1,6 @@
 """``RemoteNeighborSampler``: a PyG BaseSampler whose sampling runs on the gnnstore server.
 
-The server runs PyG's ``node_sample`` / ``edge_sample`` (``backend/engine/pyg_sampling.py``) around
+The server runs PyG's ``node_sample`` / ``edge_sample`` (``backend/engine/seeds.py``) around
 its sampling engine, so a batch's fields, metadata and negatives are built as PyG's
 ``NeighborSampler`` builds them, and
 the negatives are drawn against the server's authoritative node counts. Ids in the output:

@@ -1,6 +1,7 @@
-"""A sampled subgraph as numpy arrays per node and edge type: what the engine and the live
-Neo4j sampler make, what the server sends, and what ``pyg_sampling`` turns into PyG's
-``SamplerOutput`` / ``HeteroSamplerOutput`` (the same fields, without torch)."""
+"""Sampling's records in numpy: the seeds a batch asks for (PyG's ``NodeSamplerInput`` and
+``EdgeSamplerInput``, with ``NegativeSampling``) and the subgraph it gets (PyG's
+``SamplerOutput`` / ``HeteroSamplerOutput``), the same fields without torch. The engine and the
+server pass these; ``backend/engine/sampler.py`` converts them to and from PyG's types."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -9,6 +10,56 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gnnstore.common.graph_types import EdgeType, NodeType
+
+@dataclass(frozen=True)
+class SeedNodes:
+    """A batch of seed nodes.
+
+    Attributes:
+        node: their global ids.
+        input_type: their node type (``None``: a homogeneous graph).
+        time: their times (temporal sampling), else ``None``.
+        input_id: their positions in the loader's input, handed back in the metadata.
+    """
+
+    node: np.ndarray
+    input_type: NodeType | None = None
+    time: np.ndarray | None = None
+    input_id: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Links:
+    """A batch of seed links (global ids).
+
+    Attributes:
+        row, col: the links' source and destination ids.
+        label: their labels (``None``: none given).
+        time: their times (temporal sampling), else ``None``.
+        input_type: their edge type (``None``: a homogeneous graph).
+        input_id: their positions in the loader's input, handed back in the metadata.
+    """
+
+    row: np.ndarray
+    col: np.ndarray
+    label: np.ndarray | None = None
+    time: np.ndarray | None = None
+    input_type: EdgeType | None = None
+    input_id: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Negatives:
+    """Negatives to draw for a batch of links: PyG's ``NegativeSampling`` without weights.
+
+    Attributes:
+        triplet: ``'triplet'`` mode (negative destinations per source) instead of ``'binary'``.
+        amount: negatives per positive link (an int in triplet mode).
+    """
+
+    triplet: bool
+    amount: float
+
 
 MakeIds = Callable[[int], np.ndarray]
 """Makes an uninitialised int64 array of ``n`` ids (``np.empty`` by default; the server's

@@ -63,11 +63,26 @@ def tensor_to_proto(tensor: Tensor, segment: ArrayWriter | None = None) -> pb.Te
     With ``segment`` the bytes go to the reply segment when they fit there, else inline.
     """
     flat = tensor.detach().to("cpu").contiguous().reshape(-1)
-    name = dtype_name(flat.dtype)
-    message = pb.Tensor(dtype=name, shape=list(tensor.shape))
-    if not flat.numel():
+    return _encoded(flat.view(torch.uint8).numpy(), dtype_name(flat.dtype), tensor.shape, segment)
+
+
+def array_to_proto(array: np.ndarray, segment: ArrayWriter | None = None) -> pb.Tensor:
+    """Encode a numpy array (any strides) as :func:`tensor_to_proto` encodes a tensor.
+
+    Raises:
+        InvalidRequestError: a dtype that cannot travel.
+    """
+    flat = np.ascontiguousarray(array).reshape(-1)
+    if flat.dtype.name not in DTYPES:
+        raise InvalidRequestError(f"dtype {flat.dtype} cannot be sent (supported: {sorted(DTYPES)})")
+    return _encoded(flat.view(np.uint8), flat.dtype.name, array.shape, segment)
+
+
+def _encoded(raw: np.ndarray, name: str, shape: Sequence[int], segment: ArrayWriter | None) -> pb.Tensor:
+    """The wire tensor of ``raw`` (its bytes, row-major), inline or placed in ``segment``."""
+    message = pb.Tensor(dtype=name, shape=list(shape))
+    if not raw.size:
         return message
-    raw = flat.view(torch.uint8).numpy()
     offset = None if segment is None else segment.place(raw)
     if offset is None:
         message.data = raw.tobytes()
@@ -134,21 +149,49 @@ def _payload(message: pb.Tensor, what: str, shared: memoryview | None) -> bytes 
     return np.frombuffer(shared, dtype=np.uint8, count=length, offset=start)
 
 
-def ids_to_proto(ids: Tensor | Sequence[int], segment: ArrayWriter | None = None) -> pb.Tensor:
+def array_from_proto(message: pb.Tensor, what: str = "array", shared: memoryview | None = None) -> np.ndarray:
+    """Decode a tensor into a writable numpy array: a new one, or a view of ``shared``.
+
+    Raises:
+        InvalidRequestError: as :func:`tensor_from_proto`, or a dtype numpy lacks (bfloat16).
+    """
+    dtype, shape, data = _checked_payload(message, what, shared)
+    if message.dtype == "bfloat16":
+        raise InvalidRequestError(f"{what} is bfloat16, which this server cannot read; send float32")
+    if isinstance(data, np.ndarray):
+        return data.view(message.dtype).reshape(shape)
+    return np.frombuffer(bytearray(data), dtype=message.dtype).reshape(shape)
+
+
+def id_array_from_proto(message: pb.Tensor, what: str = "ids", shared: memoryview | None = None) -> np.ndarray:
+    """Decode a 1-D integer id tensor (int32 or int64 on the wire) as an int64 array.
+
+    Raises:
+        InvalidRequestError: not integer, or not 1-D.
+    """
+    if message.dtype not in ("int32", "int64"):
+        raise InvalidRequestError(f"{what} must be int64 or int32 ids, got dtype {message.dtype}")
+    ids = array_from_proto(message, what, shared)
+    if ids.ndim != 1:
+        raise InvalidRequestError(f"{what} must be 1-D, got shape {list(ids.shape)}")
+    return ids if ids.dtype == np.int64 else ids.astype(np.int64)
+
+
+def ids_to_proto(ids: np.ndarray | Tensor | Sequence[int], segment: ArrayWriter | None = None) -> pb.Tensor:
     """Encode node or edge ids as a 1-D tensor: int32 on the wire when every id fits, else int64.
 
     Ids placed in a reply segment stay int64 (``segment.narrow_ids`` is false): there bytes
     cost nothing to move, and int64 ids decode as views, while narrowing and widening again
     would cost a pass on either side.
     """
-    ids = torch.as_tensor(ids).reshape(-1)
-    if ids.dtype != torch.int32:
-        ids = ids.to("cpu", torch.long)
-        if (segment is None or segment.narrow_ids) and ids.numel():
-            narrow, fits = _as_int32(ids.contiguous().numpy())
+    ids = (ids.detach().cpu().numpy() if isinstance(ids, Tensor) else np.asarray(ids)).reshape(-1)
+    if ids.dtype != np.int32:
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        if (segment is None or segment.narrow_ids) and ids.size:
+            narrow, fits = _as_int32(ids)
             if fits:
-                ids = torch.from_numpy(narrow)
-    return tensor_to_proto(ids, segment)
+                ids = narrow
+    return array_to_proto(ids, segment)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -180,10 +223,12 @@ def ids_from_proto(message: pb.Tensor, what: str = "ids", shared: memoryview | N
     return tensor_from_proto(message, what, shared)
 
 
-def optional_tensor_to_proto(tensor: Tensor | None) -> pb.OptionalTensor:
-    """Encode a tensor or PyG's ``None``."""
+def optional_tensor_to_proto(tensor: np.ndarray | Tensor | None) -> pb.OptionalTensor:
+    """Encode an array or tensor, or PyG's ``None``."""
     if tensor is None:
         return pb.OptionalTensor(is_none=True)
+    if isinstance(tensor, np.ndarray):
+        return pb.OptionalTensor(value=array_to_proto(tensor))
     return pb.OptionalTensor(value=tensor_to_proto(tensor))
 
 

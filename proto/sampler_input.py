@@ -1,6 +1,8 @@
-"""PyG's sampler inputs (seed nodes, seed links, negative sampling) to and from their wire form."""
+"""Sampler inputs (seed nodes, seed links, negative sampling) to their wire form from PyG's
+types (the client), and from it into numpy records (``common/sample.py``, the server)."""
 from __future__ import annotations
 
+import numpy as np
 from torch import Tensor
 from torch_geometric.sampler import (
     EdgeSamplerInput,
@@ -9,16 +11,17 @@ from torch_geometric.sampler import (
 )
 
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.sample import Links, Negatives, SeedNodes
 
 from . import graph_pb2
 from .codec import (
+    array_from_proto,
     edge_type_from_proto,
     edge_type_to_proto,
-    ids_from_proto,
+    id_array_from_proto,
     ids_to_proto,
     node_type_from_proto,
     node_type_to_proto,
-    optional_tensor_from_proto,
     optional_tensor_to_proto,
 )
 
@@ -33,18 +36,18 @@ def node_input_to_proto(inputs: NodeSamplerInput) -> graph_pb2.SampleFromNodesRe
     return request
 
 
-def node_input_from_proto(request: graph_pb2.SampleFromNodesRequest) -> NodeSamplerInput:
-    """Decode the seeds of a SampleFromNodes request."""
-    node = ids_from_proto(request.node, "seed node ids")
+def node_input_from_proto(request: graph_pb2.SampleFromNodesRequest) -> SeedNodes:
+    """Decode the seeds of a SampleFromNodes request.
+
+    Raises:
+        InvalidRequestError: ids that are not 1-D integers, or counts that differ.
+    """
+    node = id_array_from_proto(request.node, "seed node ids")
     input_id = _input_id_from_proto(request)
-    if input_id is not None and input_id.numel() != node.numel():
-        raise InvalidRequestError(
-            f"input_id has {input_id.numel()} entries for {node.numel()} seed nodes"
-        )
-    time = _time_from_proto(request, node.numel(), "seed nodes")
-    return NodeSamplerInput(
-        input_id=input_id, node=node, time=time, input_type=node_type_from_proto(request.input_type)
-    )
+    if input_id is not None and input_id.size != node.size:
+        raise InvalidRequestError(f"input_id has {input_id.size} entries for {node.size} seed nodes")
+    time = _time_from_proto(request, node.size, "seed nodes")
+    return SeedNodes(node, node_type_from_proto(request.input_type), time, input_id)
 
 
 def _put_time(
@@ -63,13 +66,13 @@ def _put_time(
 
 def _time_from_proto(
     request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest, count: int, what: str
-) -> Tensor | None:
+) -> np.ndarray | None:
     """The request's times, one per seed or link; ``None`` when unset."""
     if not request.HasField("time"):
         return None
-    time = ids_from_proto(request.time, "times")
-    if time.numel() != count:
-        raise InvalidRequestError(f"time has {time.numel()} entries for {count} {what} (one each)")
+    time = id_array_from_proto(request.time, "times")
+    if time.size != count:
+        raise InvalidRequestError(f"time has {time.size} entries for {count} {what} (one each)")
     return time
 
 
@@ -83,9 +86,9 @@ def _put_input_id(
 
 def _input_id_from_proto(
     request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest,
-) -> Tensor | None:
+) -> np.ndarray | None:
     """The seeds' positions in the loader's list; ``None`` when the caller sent none (PyG allows it)."""
-    return ids_from_proto(request.input_id, "input_id") if request.HasField("input_id") else None
+    return id_array_from_proto(request.input_id, "input_id") if request.HasField("input_id") else None
 
 
 def edge_input_to_proto(
@@ -112,49 +115,46 @@ def edge_input_to_proto(
     return request
 
 
-def edge_input_from_proto(
-    request: graph_pb2.SampleFromEdgesRequest,
-) -> tuple[EdgeSamplerInput, NegativeSampling | None]:
+def edge_input_from_proto(request: graph_pb2.SampleFromEdgesRequest) -> tuple[Links, Negatives | None]:
     """Decode the positive links and negative sampling of a SampleFromEdges request.
 
     Raises:
         InvalidRequestError: mismatched lengths, or an unknown mode or bad amount.
     """
-    row = ids_from_proto(request.row, "row (source ids)")
-    col = ids_from_proto(request.col, "col (destination ids)")
+    row = id_array_from_proto(request.row, "row (source ids)")
+    col = id_array_from_proto(request.col, "col (destination ids)")
     input_id = _input_id_from_proto(request)
-    label = optional_tensor_from_proto(request.label, "edge label")
-    counts = [row.numel(), col.numel(), *([] if input_id is None else [input_id.numel()])]
+    label = None if request.label.is_none else array_from_proto(request.label.value, "edge label")
+    counts = [row.size, col.size, *([] if input_id is None else [input_id.size])]
     if len(set(counts)) > 1:
         raise InvalidRequestError(
             f"row, col{' and input_id' if input_id is not None else ''} must have one entry per "
             f"link, got {' and '.join(map(str, counts))}"
         )
-    if label is not None and (label.dim() == 0 or label.size(0) != row.numel()):
-        rows = "a scalar" if label.dim() == 0 else f"{label.size(0)} rows"
-        raise InvalidRequestError(f"edge label has {rows} for {row.numel()} links (one row per link)")
-    neg_sampling = None
-    if request.HasField("neg_sampling"):
-        spec = request.neg_sampling
-        try:
-            neg_sampling = NegativeSampling(spec.mode, _amount(spec))
-        except ValueError as exc:
-            raise InvalidRequestError(
-                f"bad negative sampling (mode {spec.mode!r}, amount {spec.amount}): {exc}"
-            ) from None
-    inputs = EdgeSamplerInput(
-        input_id=input_id,
-        row=row,
-        col=col,
-        label=label,
-        time=_time_from_proto(request, row.numel(), "links"),
-        input_type=edge_type_from_proto(request.input_type),
-    )
-    return inputs, neg_sampling
+    if label is not None and (label.ndim == 0 or label.shape[0] != row.size):
+        rows = "a scalar" if label.ndim == 0 else f"{label.shape[0]} rows"
+        raise InvalidRequestError(f"edge label has {rows} for {row.size} links (one row per link)")
+    negatives = _negatives(request.neg_sampling) if request.HasField("neg_sampling") else None
+    time = _time_from_proto(request, row.size, "links")
+    return Links(row, col, label, time, edge_type_from_proto(request.input_type), input_id), negatives
 
 
-def _amount(spec: graph_pb2.NegativeSamplingSpec) -> int | float:
-    """The amount as PyG wants it: an int when it is whole (triplet mode requires that)."""
+def _negatives(spec: graph_pb2.NegativeSamplingSpec) -> Negatives:
+    """The request's negative sampling, checked as PyG's ``NegativeSampling`` checks it: mode
+    ``binary`` or ``triplet``, an amount > 0 (whole in triplet mode).
+
+    Raises:
+        InvalidRequestError: another mode, or a bad amount.
+    """
+    if spec.mode not in ("binary", "triplet"):
+        raise InvalidRequestError(
+            f"bad negative sampling (mode {spec.mode!r}, amount {spec.amount}): the mode is 'binary' or 'triplet'"
+        )
     if not 0 < spec.amount < float("inf"):
         raise InvalidRequestError(f"negative sampling amount must be > 0 and finite, got {spec.amount}")
-    return int(spec.amount) if float(spec.amount).is_integer() else spec.amount
+    whole = float(spec.amount).is_integer()
+    if spec.mode == "triplet" and not whole:
+        raise InvalidRequestError(
+            f"bad negative sampling (mode 'triplet', amount {spec.amount}): triplet negatives come in whole numbers"
+        )
+    return Negatives(spec.mode == "triplet", int(spec.amount) if whole else spec.amount)

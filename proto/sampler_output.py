@@ -1,17 +1,19 @@
-"""PyG's sampler outputs to and from their wire form.
+"""Sampler outputs to their wire form from a numpy ``Sample`` (the server), and from it into
+PyG's ``SamplerOutput`` / ``HeteroSamplerOutput`` (the client).
 
 Node ids in ``node`` are global; ``row``/``col`` and every index in ``metadata`` are local
 (positions in the batch's node list); ``edge`` holds global edge ids. See ``graph.proto``.
 """
 from __future__ import annotations
 
-from torch import Tensor
+import numpy as np
 from torch_geometric.sampler import (
     HeteroSamplerOutput,
     SamplerOutput,
 )
 
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.sample import Sample
 
 from . import common_pb2, graph_pb2
 from .codec import (
@@ -27,23 +29,13 @@ from .codec import (
 from .reply_segment import ArrayWriter
 
 
-def output_to_proto(
-    out: SamplerOutput | HeteroSamplerOutput, segment: ArrayWriter | None = None
-) -> graph_pb2.SampleResponse:
-    """Encode a sampler output (its id tensors in ``segment`` when given); feature rows are
-    added by the caller."""
-    response = graph_pb2.SampleResponse(hetero=isinstance(out, HeteroSamplerOutput))
-    if isinstance(out, HeteroSamplerOutput):
-        nodes, rows, cols, edges = out.node, out.row, out.col, out.edge or {}
-        batches = out.batch or {}
-        node_counts, edge_counts = out.num_sampled_nodes, out.num_sampled_edges
-    else:
-        nodes, rows, cols = {None: out.node}, {None: out.row}, {None: out.col}
-        edges = {} if out.edge is None else {None: out.edge}
-        batches = {} if out.batch is None else {None: out.batch}
-        node_counts = None if out.num_sampled_nodes is None else {None: out.num_sampled_nodes}
-        edge_counts = None if out.num_sampled_edges is None else {None: out.num_sampled_edges}
-    for node_type, node in nodes.items():
+def output_to_proto(out: Sample, segment: ArrayWriter | None = None) -> graph_pb2.SampleResponse:
+    """Encode a sample (its id arrays in ``segment`` when given); feature rows are added by the
+    caller."""
+    response = graph_pb2.SampleResponse(hetero=out.hetero)
+    rows, cols, edges, batches = out.row, out.col, out.edge, out.batch or {}
+    node_counts, edge_counts = out.num_sampled_nodes, out.num_sampled_edges
+    for node_type, node in out.node.items():
         response.node.add(node_type=node_type_to_proto(node_type), ids=ids_to_proto(node, segment))
     for edge_type, row in rows.items():
         entry = response.edges.add(
@@ -63,14 +55,13 @@ def output_to_proto(
         response.num_sampled_edges.add(
             edge_type=edge_type_to_proto(edge_type), counts=[int(c) for c in counts]
         )
-    metadata = out.metadata if isinstance(out.metadata, tuple) else (out.metadata,)
-    response.metadata.extend(_metadata_entry(value) for value in metadata)
+    response.metadata.extend(_metadata_entry(value) for value in out.metadata)
     return response
 
 
 def _metadata_entry(value: object) -> common_pb2.OptionalTensor:
-    if value is not None and not isinstance(value, Tensor):
-        raise InvalidRequestError(f"sampler metadata holds a {type(value).__name__}, not a tensor")
+    if value is not None and not isinstance(value, np.ndarray):
+        raise InvalidRequestError(f"sampler metadata holds a {type(value).__name__}, not an array")
     return optional_tensor_to_proto(value)
 
 

@@ -4,31 +4,22 @@ Each hop sends the frontier (**global** ids) in one ``UNWIND`` query that picks 
 in-neighbours per node inside the database (``ORDER BY rand() LIMIT k`` in a Cypher 5 ``CALL``
 subquery), so nothing but the sample crosses the wire and every batch sees the graph as it is
 now. The output is the sampling engine's: a :class:`~gnnstore.common.sample.Sample` (PyG's
-``SamplerOutput`` / ``HeteroSamplerOutput`` in-process) with ``node`` global (seeds first and in
-order), ``row``/``col`` local, ``edge`` the store's edge ids and per-hop counts. Sampling is
-without replacement and not disjoint; for throughput on a graph that holds still, ``snapshot``
-mode (``build_snapshot`` + ``SnapshotNeighborSampler``) is faster.
+output through ``sampler.Neo4jLiveSampler``) with ``node`` global (seeds first and in order),
+``row``/``col`` local, ``edge`` the store's edge ids and per-hop counts. Sampling is without
+replacement and not disjoint; for throughput on a graph that holds still, ``snapshot`` mode
+(``build_snapshot`` + ``SnapshotNeighborSampler``) is faster.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from torch_geometric.sampler import (
-    BaseSampler,
-    EdgeSamplerInput,
-    HeteroSamplerOutput,
-    NegativeSampling,
-    NodeSamplerInput,
-    SamplerOutput,
-)
 
-from gnnstore.backend.engine.pyg_sampling import sample_links, sample_nodes
 from gnnstore.backend.engine.seeds import Seeds
 from gnnstore.backend.engine.topology import edge_ends
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.graph_types import EdgeType, NodeType
-from gnnstore.common.sample import Sample
+from gnnstore.common.sample import Links, Sample
 from gnnstore.stores.neo4j_attached import AttachedNeo4jGraph
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
 
@@ -54,8 +45,8 @@ class _Nodes:
         return out
 
 
-class Neo4jLiveSampler(BaseSampler):
-    """Uniform neighbour sampling inside Neo4j, batch by batch; a PyG ``BaseSampler``.
+class LiveSampler:
+    """Uniform neighbour sampling inside Neo4j, batch by batch.
 
     Args:
         graph_store: the Neo4j store (gnnstore's schema, or the user's as attached:
@@ -80,6 +71,7 @@ class Neo4jLiveSampler(BaseSampler):
         if not sizes:
             raise InvalidRequestError("the Neo4j graph store holds no edges to sample from")
         self.edge_types = list(sizes)
+        self.disjoint = False
         self.is_hetero = None not in sizes
         self.node_counts: dict[NodeType | None, int] = {}
         for et, (num_src, num_dst) in sizes.items():
@@ -108,15 +100,10 @@ class Neo4jLiveSampler(BaseSampler):
         """Node count (homogeneous) or node type -> count: the range negatives are drawn from."""
         return self.node_counts if self.is_hetero else self.node_counts[None]
 
-    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: object) -> SamplerOutput | HeteroSamplerOutput:
-        """Sample around seed nodes (**global** ids); metadata as PyG's ``NeighborSampler``."""
-        return sample_nodes(index, self.sample_seeds)
-
-    def sample_from_edges(
-        self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
-    ) -> SamplerOutput | HeteroSamplerOutput:
-        """Sample around seed links' endpoints (and negatives drawn by PyG)."""
-        return sample_links(index, self.sample_seeds, self.num_nodes, False, None, neg_sampling)
+    def check_links(self, links: Links) -> None:
+        """Nothing to check before negatives are drawn (the endpoints are checked as seeds);
+        live sampling is not temporal, so any node may be a negative."""
+        return None
 
     def sample_seeds(self, seed: Seeds, seed_time: Seeds | None = None) -> Sample:
         """One batch: a query per hop and edge type around the seeds (global ids).

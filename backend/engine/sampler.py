@@ -1,22 +1,24 @@
-"""``SnapshotNeighborSampler``: a PyG ``BaseSampler`` over the in-process sampling engine.
+"""PyG's samplers over gnnstore's: ``SnapshotNeighborSampler`` and ``Neo4jLiveSampler``.
 
-It plugs into ``NodeLoader``, ``LinkLoader``, ``NeighborLoader(neighbor_sampler=...)`` and
-``LinkNeighborLoader(neighbor_sampler=...)``. Metadata, negative sampling and label indices
-are PyG's ``node_sample`` / ``edge_sample`` (``pyg_sampling.py``), so batches are built exactly as with
-PyG's ``NeighborSampler``: ``n_id`` global, ``edge_index`` and every label index
+Each is a PyG ``BaseSampler`` that plugs into ``NodeLoader``, ``LinkLoader``,
+``NeighborLoader(neighbor_sampler=...)`` and ``LinkNeighborLoader(neighbor_sampler=...)``: it
+hands PyG's sampler inputs to the numpy sampler it wraps (``SnapshotSampler``, ``LiveSampler``)
+through ``seeds.sample_nodes`` / ``seeds.sample_links`` (PyG's ``node_sample`` /
+``edge_sample``, step for step), and the :class:`~gnnstore.common.sample.Sample` back as PyG's
+output (:func:`to_pyg`, no copies). So batches are built exactly as with PyG's
+``NeighborSampler``: ``n_id`` global, ``edge_index`` and every label index
 (``edge_label_index``, ``src_index``, ``dst_pos_index``, ``dst_neg_index``) **local**, the
 global id of a negative is ``n_id[dst_neg_index]``, and ``e_id`` are the graph store's edge
-ids (``edge_permutation`` is ``None``).
-
-Construction is cheap (validation only): the server builds one per request around a shared
-:class:`SamplingEngine`, which holds every large buffer.
+ids (``edge_permutation`` is ``None``). Negatives come from ``NegativeSampling.sample``, so
+from torch's generator, as in PyG.
 """
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
+from torch import Tensor
 from torch_geometric.sampler import (
     BaseSampler,
     EdgeSamplerInput,
@@ -27,51 +29,73 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 
-from gnnstore.backend.engine.pyg_sampling import sample_links, sample_nodes
+from gnnstore.backend.engine import seeds
+from gnnstore.backend.engine.neo4j_live_sampling import LiveSampler
 from gnnstore.backend.engine.sampling_engine import Fanouts, SamplingEngine
-from gnnstore.backend.engine.seeds import Seeds
-from gnnstore.backend.engine.temporal_index import TemporalIndex, TemporalRequest
-from gnnstore.backend.engine.topology import TopologySnapshot, edge_ends
+from gnnstore.backend.engine.snapshot_sampler import SnapshotSampler
+from gnnstore.backend.engine.temporal_index import TemporalIndex
+from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.backend.engine.weight_index import WeightIndex
-from gnnstore.common.call_seed import seeded_call_seed
-from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from gnnstore.common.graph_types import NodeType
-from gnnstore.common.sample import MakeIds, Sample
-from gnnstore.common.temporal import TEMPORAL_STRATEGIES
+from gnnstore.common.graph_types import EdgeType, NodeType
+from gnnstore.common.sample import Links, MakeIds, Negatives, Sample, SeedNodes
 
-__all__ = ["Fanouts", "SamplingEngine", "SnapshotNeighborSampler"]
+__all__ = ["Fanouts", "Neo4jLiveSampler", "SamplingEngine", "SnapshotNeighborSampler", "to_pyg"]
+
+Output = SamplerOutput | HeteroSamplerOutput
 
 
-class SnapshotNeighborSampler(BaseSampler):
+class _PygSampler(BaseSampler):
+    """PyG's ``BaseSampler`` over a numpy sampler (``self.core``)."""
+
+    core: seeds.SeedSampler
+
+    @property
+    def num_nodes(self) -> int | dict[NodeType, int]:
+        """Node count (homogeneous) or node type → count: the range negatives are drawn from."""
+        return self.core.num_nodes
+
+    @property
+    def edge_permutation(self) -> None:
+        """``None``: ``edge`` already holds the graph store's edge ids."""
+        return None
+
+    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: object) -> Output:
+        """Sample around the seed nodes of ``index`` (**global** ids); metadata ``(input_id, time)``.
+
+        Raises:
+            NotFoundError: ``index.input_type`` is not a node type of the graph.
+            InvalidRequestError: a seed id out of range, or seed times without a time attribute.
+        """
+        nodes = SeedNodes(_numpy(index.node), index.input_type, _numpy(index.time), _numpy(index.input_id))
+        return to_pyg(seeds.sample_nodes(self.core, nodes))
+
+    def sample_from_edges(self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None) -> Output:
+        """Sample around the endpoints of seed links (and negatives, uniform over the dense id range).
+
+        Raises:
+            NotFoundError: an endpoint type of ``index.input_type`` is not a node type.
+            InvalidRequestError: an endpoint id out of range, or link times without a time
+                attribute (or a time attribute without link times).
+        """
+        links = Links(_numpy(index.row), _numpy(index.col), _numpy(index.label), _numpy(index.time),
+                      index.input_type, _numpy(index.input_id))
+        if neg_sampling is None:
+            return to_pyg(seeds.sample_links(self.core, links))
+
+        def draw(count: int, endpoint: str, num_nodes: int) -> np.ndarray:
+            return neg_sampling.sample(count, endpoint, num_nodes).numpy()
+
+        negatives = Negatives(neg_sampling.is_triplet(), neg_sampling.amount)
+        return to_pyg(seeds.sample_links(self.core, links, negatives, draw))
+
+
+class SnapshotNeighborSampler(_PygSampler):
     """Uniform (temporal, or weighted) neighbour sampling over a topology snapshot, with PyG's
-    ``NeighborSampler`` output.
+    ``NeighborSampler`` output: a :class:`SnapshotSampler` (its arguments), for PyG's loaders.
 
-    Args:
-        engine_or_snapshot: a shared :class:`SamplingEngine`, or a snapshot to build one from.
-        num_neighbors: fanouts per hop (-1 = all neighbours): one list, or a dict edge type →
-            list (every edge type, one length), or PyG's ``NumNeighbors``.
-        replace: sample with replacement.
-        disjoint: each seed gets its own subtree; batches carry ``batch``.
-        seed: makes the sampled batches repeatable: call ``i`` (in each loader worker) uses a
-            stream derived from ``(seed, worker id, i)``. ``None`` draws from torch's global
-            generator, as PyG does, so ``torch.manual_seed`` repeats a run. Negatives are always
-            drawn by PyG from torch's global generator.
-        make_ids: makes the output id arrays (default ``np.empty``); the server passes its
-            reply segment's, so a sample is written where the reply is read.
-        temporal: sample temporally over this index (``engine.temporal_index(node_time)``), as
-            PyG's ``NeighborSampler(time_attr=...)`` with node times does (always disjoint):
-            a node reached from a seed has only neighbours no later than the seed's time
-            (``input_time`` / ``edge_label_time``, else the seed's own node time).
-        temporal_strategy: ``'uniform'`` (draw among the allowed neighbours) or ``'last'``
-            (the ``k`` latest of them).
-        weights: pick neighbours in proportion to their edges' weights over this index
-            (``engine.weight_index(weights)``), as PyG's ``NeighborSampler(weight_attr=...)``;
-            edges of weight 0 are never picked. Not together with ``temporal``.
-
-    Raises:
-        NotFoundError: a fanout dict names an edge type the graph lacks.
-        InvalidRequestError: fanouts that are not ints >= -1 or lists of different lengths, or
-            an unknown temporal strategy, or both ``temporal`` and ``weights``.
+    ``num_neighbors`` may also be PyG's ``NumNeighbors``. ``seed=None`` draws each call's
+    random seed from torch's global generator, as PyG does, so ``torch.manual_seed`` repeats a
+    run; negatives are always drawn from it.
     """
 
     def __init__(
@@ -89,130 +113,48 @@ class SnapshotNeighborSampler(BaseSampler):
     ) -> None:
         if isinstance(engine_or_snapshot, TopologySnapshot):
             engine_or_snapshot = SamplingEngine(engine_or_snapshot)
-        if not isinstance(engine_or_snapshot, SamplingEngine):
-            raise InvalidRequestError(
-                "SnapshotNeighborSampler needs a SamplingEngine or a TopologySnapshot, got "
-                f"{type(engine_or_snapshot).__name__}"
-            )
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise InvalidRequestError(f"seed must be an int or None, got {seed!r}")
-        self.engine = engine_or_snapshot
-        self.fanouts: Fanouts = self.engine.fanouts(_plain_fanouts(num_neighbors, self.engine.edge_types))
-        if temporal_strategy not in TEMPORAL_STRATEGIES:
-            raise InvalidRequestError(
-                f"temporal_strategy must be one of {TEMPORAL_STRATEGIES}, got {temporal_strategy!r}"
-            )
-        if temporal is not None and weights is not None:
-            raise InvalidRequestError("weighted and temporal sampling cannot be combined; choose one")
-        self.replace = bool(replace)
-        self.weights = weights
-        self.temporal = temporal
-        self.temporal_strategy = temporal_strategy
-        self.disjoint = bool(disjoint) or temporal is not None  # as PyG: temporal means disjoint
-        self.seed = seed
-        self.make_ids = make_ids
-        self._calls = itertools.count()
+        edge_types = engine_or_snapshot.edge_types if isinstance(engine_or_snapshot, SamplingEngine) else []
+        self.core = SnapshotSampler(
+            engine_or_snapshot, _plain_fanouts(num_neighbors, edge_types), replace=replace, disjoint=disjoint,
+            seed=seed, fresh_seed=_torch_seed, make_ids=make_ids, temporal=temporal,
+            temporal_strategy=temporal_strategy, weights=weights,
+        )  # fmt: skip
 
     @property
-    def num_nodes(self) -> int | dict[NodeType, int]:
-        """Node count (homogeneous) or node type → count: the range negatives are drawn from."""
-        return self.engine.num_nodes
+    def fanouts(self) -> Fanouts:
+        """The validated fanouts."""
+        return self.core.fanouts
 
-    @property
-    def edge_permutation(self) -> None:
-        """``None``: ``edge`` already holds the graph store's edge ids."""
-        return None
 
-    def sample_from_nodes(
-        self, index: NodeSamplerInput, **kwargs: object
-    ) -> SamplerOutput | HeteroSamplerOutput:
-        """Sample around the seed nodes of ``index`` (**global** ids); metadata ``(input_id, time)``.
+class Neo4jLiveSampler(_PygSampler):
+    """Uniform neighbour sampling inside Neo4j, batch by batch: a :class:`LiveSampler` (its
+    arguments), for PyG's loaders."""
 
-        Raises:
-            NotFoundError: ``index.input_type`` is not a node type of the graph.
-            InvalidRequestError: a seed id out of range, or seed times without a time attribute.
-        """
-        return sample_nodes(index, self.sample_seeds)
+    def __init__(self, graph_store: object, num_neighbors: Sequence[int] | Mapping[EdgeType, Sequence[int]]) -> None:
+        self.core = LiveSampler(graph_store, num_neighbors)
 
-    def sample_from_edges(
-        self, index: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
-    ) -> SamplerOutput | HeteroSamplerOutput:
-        """Sample around the endpoints of seed links (and negatives, uniform over the dense id range).
 
-        Raises:
-            NotFoundError: an endpoint type of ``index.input_type`` is not a node type.
-            InvalidRequestError: an endpoint id out of range, or link times without a time
-                attribute (or a time attribute without link times).
-        """
-        self._check_link_input(index)
-        node_time = None
-        if self.temporal is not None:  # negatives no later than their link, as PyG draws them
-            node_time = self.temporal.node_time if self.engine.is_hetero else self.temporal.node_time.get(None)
-        return sample_links(index, self.sample_seeds, self.num_nodes, self.disjoint, node_time, neg_sampling)
+def to_pyg(sample: Sample) -> Output:
+    """``sample`` as PyG's output type, its tensors viewing the arrays."""
+    node, row, col, edge = (_tensors(field) for field in (sample.node, sample.row, sample.col, sample.edge))
+    batch = None if sample.batch is None else _tensors(sample.batch)
+    metadata = tuple(None if m is None else _tensor(m) for m in sample.metadata)
+    if sample.hetero:
+        return HeteroSamplerOutput(
+            node=node, row=row, col=col, edge=edge, batch=batch,
+            num_sampled_nodes=sample.num_sampled_nodes, num_sampled_edges=sample.num_sampled_edges,
+            metadata=metadata,
+        )  # fmt: skip
+    return SamplerOutput(
+        node=node[None], row=row[None], col=col[None], edge=edge[None],
+        batch=None if batch is None else batch[None],
+        num_sampled_nodes=sample.num_sampled_nodes[None], num_sampled_edges=sample.num_sampled_edges[None],
+        metadata=metadata,
+    )  # fmt: skip
 
-    def sample_seeds(self, seed: Seeds, seed_time: Seeds | None = None) -> Sample:
-        """One engine call: ``node`` global (seeds first), ``row``/``col`` local, ``edge`` e_ids.
 
-        Raises:
-            InvalidRequestError: seed times without a time attribute to sample by.
-        """
-        temporal = None
-        if self.temporal is not None:
-            if seed_time is not None and not isinstance(seed_time, Mapping):
-                seed_time = {None: seed_time}
-            temporal = TemporalRequest(self.temporal, seed_time, self.temporal_strategy == "last")
-        elif seed_time is not None:
-            raise InvalidRequestError("seed times were given, but no time attribute (time_attr) to sample by")
-        return self.engine.sample(
-            seed,
-            self.fanouts,
-            replace=self.replace,
-            disjoint=self.disjoint,
-            random_seed=self._call_seed(),
-            make_ids=self.make_ids,
-            temporal=temporal,
-            weights=self.weights,
-        )
-
-    def _call_seed(self) -> int:
-        """The random seed of the next call: from ``seed``, else from torch's generator."""
-        if self.seed is None:
-            return int(torch.randint(1 << 62, ()))
-        return seeded_call_seed(self.seed, next(self._calls))
-
-    def _check_link_input(self, index: EdgeSamplerInput) -> None:
-        """Check endpoint ids before negatives are drawn, naming the endpoint and the id."""
-        if (index.time is None) != (self.temporal is None):
-            raise InvalidRequestError(
-                "temporal link sampling needs both a time attribute (time_attr) and the links' "
-                "times (edge_label_time)" if self.temporal is not None else
-                "link times (edge_label_time) were given, but no time attribute (time_attr) to sample by"
-            )
-        input_type = index.input_type
-        counts = self.engine.snapshot.num_nodes
-        if input_type is None and self.engine.is_hetero:
-            raise InvalidRequestError("a heterogeneous graph needs the seed links' edge type")
-        if input_type is not None and not self.engine.is_hetero:
-            raise InvalidRequestError(
-                f"a homogeneous graph takes seed links without an edge type, got {input_type!r}"
-            )
-        # An edge type the graph lacks is fine when its node types exist: as in PyG, the links
-        # to predict may be of a relation with no edges yet; the seeds are their endpoints.
-        src, dst = edge_ends(input_type)
-        for name, nt, ids in (("source", src, index.row), ("destination", dst, index.col)):
-            if nt not in counts:
-                raise NotFoundError(
-                    f"link {name} type {nt!r} of {input_type!r} is not a node type of the graph "
-                    f"(has: {list(counts)})"
-                )
-            if not ids.numel():
-                continue
-            low, high = int(ids.min()), int(ids.max())
-            if low < 0 or high >= counts[nt]:
-                bad = low if low < 0 else high
-                raise InvalidRequestError(
-                    f"link {name} id {bad} of node type {nt!r} is out of range [0, {counts[nt]})"
-                )
+def _torch_seed() -> int:
+    return int(torch.randint(1 << 62, ()))
 
 
 def _plain_fanouts(num_neighbors: Sequence[int] | Mapping | NumNeighbors, edge_types: list) -> Sequence[int] | Mapping:
@@ -224,3 +166,15 @@ def _plain_fanouts(num_neighbors: Sequence[int] | Mapping | NumNeighbors, edge_t
         values = {k.to_tuple() if hasattr(k, "to_tuple") else k: v for k, v in num_neighbors.values.items()}
         return {et: values.get(et, num_neighbors.default) for et in edge_types}
     return num_neighbors.get_values()
+
+
+def _numpy(tensor: Tensor | None) -> np.ndarray | None:
+    return None if tensor is None else tensor.detach().cpu().numpy()
+
+
+def _tensors(arrays: dict) -> dict[object, Tensor]:
+    return {key: _tensor(a) for key, a in arrays.items()}
+
+
+def _tensor(array: np.ndarray) -> Tensor:
+    return torch.from_numpy(np.ascontiguousarray(array))

@@ -13,56 +13,38 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from gnnstore.backend.engine.topology import edge_ends
-from gnnstore.common.graph_types import EdgeType, NodeType
-from gnnstore.common.sample import Sample
+from gnnstore.common.graph_types import NodeType
+from gnnstore.common.sample import Links, Negatives, Sample, SeedNodes
 
 Draw = Callable[[int, str, int], np.ndarray]
 """``draw(count, endpoint, num_nodes)``: ``count`` negative ids of the ``'src'`` or ``'dst'``
 end, in ``[0, num_nodes)``."""
 
-
-@dataclass(frozen=True)
-class Negatives:
-    """Negatives to draw for a batch of links: PyG's ``NegativeSampling``.
-
-    Attributes:
-        triplet: ``'triplet'`` mode (negative destinations per source) instead of ``'binary'``.
-        amount: negatives per positive link (an int in triplet mode).
-        draw: where the negative ids come from.
-    """
-
-    triplet: bool
-    amount: float
-    draw: Draw
-
-
-@dataclass(frozen=True)
-class Links:
-    """A batch of seed links (global ids), as PyG's ``EdgeSamplerInput`` holds them.
-
-    Attributes:
-        row, col: the links' source and destination ids.
-        label: their labels (``None``: none given).
-        time: their times (temporal sampling), else ``None``.
-        input_type: their edge type (``None``: a homogeneous graph).
-    """
-
-    row: np.ndarray
-    col: np.ndarray
-    label: np.ndarray | None = None
-    time: np.ndarray | None = None
-    input_type: EdgeType | None = None
-
-
 Seeds = np.ndarray | dict[NodeType, np.ndarray]
 """Seed ids: one array (a homogeneous graph), or node type → array."""
 
-SampleFn = Callable[[Seeds, Seeds | None], Sample]
-"""``sample(seed, seed_time)``: one sampling call around global seed ids (and their times)."""
+
+class SeedSampler(Protocol):
+    """A sampler :func:`sample_nodes` and :func:`sample_links` run: one call around seed ids."""
+
+    disjoint: bool
+    """Whether each seed keeps its own subgraph."""
+
+    @property
+    def num_nodes(self) -> int | dict[NodeType, int]:
+        """Node count, or node type → count: the range negatives are drawn from."""
+
+    def sample_seeds(self, seed: Seeds, seed_time: Seeds | None = None) -> Sample:
+        """Sample around global seed ids (and their times)."""
+
+    def check_links(self, links: Links) -> np.ndarray | dict[NodeType, np.ndarray] | None:
+        """Refuse links this sampler cannot sample, before negatives are drawn; the node times
+        a negative must not be later than (``None``: any node will do)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +72,7 @@ def plan_links(
     disjoint: bool,
     node_time: np.ndarray | dict[NodeType, np.ndarray] | None = None,
     negatives: Negatives | None = None,
+    draw: Draw | None = None,
 ) -> LinkPlan:
     """The seeds and metadata PyG's ``edge_sample`` makes for ``links``.
 
@@ -98,7 +81,7 @@ def plan_links(
         num_nodes: node count, or node type → count: the range negatives are drawn from.
         disjoint: each seed keeps its own subgraph.
         node_time: node times (temporal): a negative is no later than its link.
-        negatives: negatives to draw (``None``: none).
+        negatives: negatives to draw (``None``: none), from ``draw``.
     """
     row, col, label, time = links.row, links.col, links.label, links.time
     src_type, dst_type = edge_ends(links.input_type)
@@ -112,8 +95,9 @@ def plan_links(
     if negatives is not None:
         num_neg = math.ceil(num_pos * negatives.amount)
         if not triplet:
-            row = np.concatenate([row, _negatives(row, negatives, num_src, time, _of(node_time, src_type), "src")])
-        col = np.concatenate([col, _negatives(col, negatives, num_dst, time, _of(node_time, dst_type), "dst")])
+            src_neg = _negatives(row, negatives, draw, num_src, time, _of(node_time, src_type), "src")
+            row = np.concatenate([row, src_neg])
+        col = np.concatenate([col, _negatives(col, negatives, draw, num_dst, time, _of(node_time, dst_type), "dst")])
         if not triplet:
             label = np.ones(num_pos, np.float32) if label is None else label
             label = np.concatenate([label, np.zeros((num_neg, *label.shape[1:]), label.dtype)])
@@ -152,33 +136,30 @@ def plan_links(
     return LinkPlan(seed, seed_time, labels, num_pos)
 
 
-def sample_nodes(
-    sample: SampleFn, node: np.ndarray, input_type: NodeType | None = None,
-    time: np.ndarray | None = None, input_id: np.ndarray | None = None,
-) -> Sample:
-    """PyG's ``node_sample``: ``sample`` around seed nodes of ``input_type`` (``None``:
-    homogeneous); metadata ``(input_id, time)``."""
+def sample_nodes(sampler: SeedSampler, nodes: SeedNodes) -> Sample:
+    """PyG's ``node_sample``: one call of ``sampler`` around the seed nodes; metadata
+    ``(input_id, time)``."""
+    node, input_type, time = nodes.node, nodes.input_type, nodes.time
     if input_type is None:
-        out = sample(node, time)
+        out = sampler.sample_seeds(node, time)
     else:
-        out = sample({input_type: node}, None if time is None else {input_type: time})
-    out.metadata = (input_id, time)
+        out = sampler.sample_seeds({input_type: node}, None if time is None else {input_type: time})
+    out.metadata = (nodes.input_id, time)
     return out
 
 
 def sample_links(
-    sample: SampleFn, links: Links, num_nodes: int | dict[NodeType, int], disjoint: bool,
-    node_time: np.ndarray | dict[NodeType, np.ndarray] | None = None,
-    negatives: Negatives | None = None, input_id: np.ndarray | None = None,
+    sampler: SeedSampler, links: Links, negatives: Negatives | None = None, draw: Draw | None = None
 ) -> Sample:
-    """PyG's ``edge_sample``: ``sample`` around the links' ends and their negatives (see
-    :func:`plan_links`); a disjoint ``batch`` names each node's link; metadata
-    ``(input_id, *plan.labels)``."""
-    plan = plan_links(links, num_nodes, disjoint, node_time, negatives)
-    out = sample(plan.seed, plan.seed_time)
-    if disjoint:
+    """PyG's ``edge_sample``: one call of ``sampler`` around the links' ends and their negatives
+    (drawn by ``draw``; see :func:`plan_links`); a disjoint ``batch`` names each node's link;
+    metadata ``(input_id, *plan.labels)``."""
+    node_time = sampler.check_links(links)
+    plan = plan_links(links, sampler.num_nodes, sampler.disjoint, node_time, negatives, draw)
+    out = sampler.sample_seeds(plan.seed, plan.seed_time)
+    if sampler.disjoint:
         out.batch = {key: batch % plan.num_pos for key, batch in out.batch.items()}
-    out.metadata = (input_id, *plan.labels)
+    out.metadata = (links.input_id, *plan.labels)
     return out
 
 
@@ -188,22 +169,22 @@ def _of(values: np.ndarray | dict | None, node_type: NodeType | None) -> np.ndar
 
 
 def _negatives(
-    ends: np.ndarray, negatives: Negatives, num_nodes: int,
+    ends: np.ndarray, negatives: Negatives, draw: Draw, num_nodes: int,
     time: np.ndarray | None, node_time: np.ndarray | None, endpoint: str,
 ) -> np.ndarray:
     """PyG's ``neg_sample``: uniform draws; with node times, redrawn (5 rounds at most) until no
     negative is later than its link, then the earliest node for what is left."""
     num_neg = math.ceil(len(ends) * negatives.amount)
     if node_time is None:
-        return negatives.draw(num_neg, endpoint, num_nodes)
+        return draw(num_neg, endpoint, num_nodes)
     rounds = math.ceil(negatives.amount)
     link_time = np.broadcast_to(time.reshape(1, -1), (rounds, len(ends)))
-    out = np.array(negatives.draw(rounds * len(ends), endpoint, num_nodes)).reshape(rounds, len(ends))
+    out = np.array(draw(rounds * len(ends), endpoint, num_nodes)).reshape(rounds, len(ends))
     invalid = node_time[out] > link_time
     for _ in range(5):
         if not invalid.any():
             return out.reshape(-1)[:num_neg]
-        redrawn = negatives.draw(int(invalid.sum()), endpoint, num_nodes)
+        redrawn = draw(int(invalid.sum()), endpoint, num_nodes)
         out[invalid] = redrawn
         # As PyG: a redrawn negative stays marked when it is no earlier than its link.
         invalid[invalid.copy()] = node_time[redrawn] >= link_time[invalid]

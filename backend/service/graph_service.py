@@ -9,7 +9,6 @@ import grpc
 import torch
 from torch import Tensor
 from torch_geometric.data.graph_store import EdgeLayout
-from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from gnnstore.backend.service.data_port import DataPort
 from gnnstore.backend.service.error_translation import translate_errors
@@ -24,6 +23,7 @@ from gnnstore.backend.service.write_applier import WriteApplier
 from gnnstore.backend.versions.graph_versions import GraphVersions, GraphView
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.common.graph_types import describe
+from gnnstore.common.sample import Sample
 from gnnstore.proto import graph_pb2, graph_pb2_grpc
 from gnnstore.proto.codec import edge_type_from_proto, edge_type_to_proto, node_type_from_proto, tensor_to_proto
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
@@ -193,7 +193,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         return pool.run(peer, lambda: self._reply(job, self._runner.sample(job), metadata))
 
     def _reply(
-        self, job: SampleJob, out: SamplerOutput | HeteroSamplerOutput, metadata: tuple[tuple[str, str], ...]
+        self, job: SampleJob, out: Sample, metadata: tuple[tuple[str, str], ...]
     ) -> graph_pb2.SampleResponse | ReplyWithPayload:
         """The sample's reply to the job's client, its arrays in the job's reply segment when
         there is one, else in a payload after it or, for a large one, on the data port (read

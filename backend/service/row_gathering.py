@@ -15,7 +15,6 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import TensorAttr
-from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from gnnstore.backend.engine.degree_ranking import DegreeRanking
 from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
@@ -25,6 +24,7 @@ from gnnstore.common.cpu_prefetch import prefetch
 from gnnstore.common.distinct import distinct_in_order
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.common.graph_types import NodeType, describe, edge_group_of, edge_type_of_group, is_edge_group
+from gnnstore.common.sample import Sample
 from gnnstore.proto.feature_request import IdBitmap, RowRequest
 from gnnstore.proto.node_rows import NodeRows
 from gnnstore.proto.reply_segment import ALIGNMENT, ArrayWriter
@@ -55,7 +55,7 @@ class RowGatherer:
 
     def gather(
         self,
-        out: SamplerOutput | HeteroSamplerOutput,
+        out: Sample,
         request: RowRequest,
         version: SampledVersion,
         segment: ArrayWriter | None = None,
@@ -75,7 +75,7 @@ class RowGatherer:
         for group, name in request.attrs:
             if group in sampled:
                 wanted.setdefault(group, []).append(name)
-        ids_of = {group: sampled[group].numpy() for group in wanted}
+        ids_of = {group: sampled[group] for group in wanted}
         lacking = {group: self._lacking(group, ids_of[group], request, version) for group in wanted}
         empty = None if segment is None else segment.empty
         schema = {(s.group_name, s.attr_name): s for s in self._store.tensor_schema()}
@@ -85,14 +85,13 @@ class RowGatherer:
         if request.aligned and segment is not None and _fits_aligned(node_groups, sampled, segment, row_bytes):
             positions = {g: np.flatnonzero(lacking[g]) for g in node_groups}
         ids = {
-            g: sampled[g][torch.from_numpy(positions[g])] if g in positions
-            else torch.from_numpy(distinct_in_order(ids_of[g][keep]))
+            g: torch.from_numpy(sampled[g][positions[g]] if g in positions else distinct_in_order(ids_of[g][keep]))
             for g, keep in lacking.items()
         }
         queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
         self._check_reply_bytes(queries, row_bytes)
         placements = [
-            (positions[g], sampled[g].numel()) if g in positions else None
+            (positions[g], sampled[g].size) if g in positions else None
             for g, names in wanted.items() for _ in names
         ]
         stored = [getattr(schema.get((q.group_name, q.attr_name)), "dtype", None) for q in queries]  # None: unknown
@@ -183,13 +182,10 @@ def _drop_hot(keep: np.ndarray, ids: np.ndarray, hot: np.ndarray) -> None:
             keep[i] = False
 
 
-def _sampled_ids(out: SamplerOutput | HeteroSamplerOutput) -> dict[object, Tensor]:
+def _sampled_ids(out: Sample) -> dict[object, np.ndarray]:
     """The sample's global ids per feature group: node lists by node type, edge ids by edge
     group."""
-    if isinstance(out, HeteroSamplerOutput):
-        edges = {edge_group_of(et): e for et, e in (out.edge or {}).items() if e is not None}
-        return {**out.node, **edges}
-    return {None: out.node, **({} if out.edge is None else {edge_group_of(None): out.edge})}
+    return {**out.node, **{edge_group_of(et): e for et, e in out.edge.items()}}
 
 
 def _id_count(group: object, version: SampledVersion) -> int | None:
@@ -202,14 +198,14 @@ def _id_count(group: object, version: SampledVersion) -> int | None:
 
 def _fits_aligned(
     wanted: dict[NodeType | None, list[str]],
-    nodes: dict[NodeType | None, Tensor],
+    nodes: dict[NodeType | None, np.ndarray],
     segment: ArrayWriter,
     row_bytes: dict[tuple, int],
 ) -> bool:
     """Whether a row per node list entry of every wanted attr, with ids and positions, fits."""
     need = sum(
-        nodes[g].numel() * row_bytes.get((g, name), 0) + ALIGNMENT
+        nodes[g].size * row_bytes.get((g, name), 0) + ALIGNMENT
         for g, names in wanted.items() for name in names
     )
-    need += sum(2 * (nodes[g].numel() * 8 + ALIGNMENT) for g in wanted)
+    need += sum(2 * (nodes[g].size * 8 + ALIGNMENT) for g in wanted)
     return need <= segment.free_bytes()

@@ -11,11 +11,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
-
 from gnnstore.backend.service.reply_segments import ReplySegments
 from gnnstore.backend.service.served_graph import SampledVersion
-from gnnstore.common.sample import MakeIds
+from gnnstore.common.sample import Links, MakeIds, Negatives, SeedNodes
 from gnnstore.common.temporal import TemporalOptions
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.feature_request import RowRequest, feature_request_from_proto
@@ -42,7 +40,7 @@ class SampleJob:
         method: the RPC's name (``SampleFromNodes`` or ``SampleFromEdges``).
         peer: the calling client.
         inputs: seed nodes, or seed links.
-        neg_sampling: negatives to draw for seed links (``None``: none).
+        negatives: negatives to draw for seed links (``None``: none).
         num_neighbors, replace, disjoint, seed, temporal, weight_attr: PyG's sampling options.
         graph: the graph version sampled.
         writer: where the reply's arrays go: the client's reply segment, a payload after the
@@ -54,8 +52,8 @@ class SampleJob:
 
     method: str
     peer: str
-    inputs: NodeSamplerInput | EdgeSamplerInput
-    neg_sampling: NegativeSampling | None
+    inputs: SeedNodes | Links
+    negatives: Negatives | None
     num_neighbors: NeighborCounts
     replace: bool
     disjoint: bool
@@ -88,14 +86,14 @@ def decode_sample_job(
     """
     options = request.options
     if isinstance(request, graph_pb2.SampleFromEdgesRequest):
-        method, (inputs, neg_sampling) = "SampleFromEdges", edge_input_from_proto(request)
+        method, (inputs, negatives) = "SampleFromEdges", edge_input_from_proto(request)
     else:
-        method, inputs, neg_sampling = "SampleFromNodes", node_input_from_proto(request), None
+        method, inputs, negatives = "SampleFromNodes", node_input_from_proto(request), None
     decoded = dict(
         method=method,
         peer=peer,
         inputs=inputs,
-        neg_sampling=neg_sampling,
+        negatives=negatives,
         num_neighbors=num_neighbors_from_proto(options),
         replace=options.replace,
         disjoint=options.disjoint,

@@ -1,28 +1,29 @@
-"""Runs one sampling job on the shared engine: limits, then PyG's sampler.
+"""Runs one sampling job on the shared engine: limits, then the sampler.
 
-For each request the runner builds a PyG sampler from the request's options (a
-``SnapshotNeighborSampler`` over the shared engine, cheap since the engine holds every large
-buffer; or a live Neo4j sampler) and runs PyG's ``node_sample`` / ``edge_sample`` (``pyg_sampling.py``) through it, so
-a remote batch is built exactly as an in-process one. Negatives are drawn from a
-generator seeded by the request, so concurrent requests never share random state and, over a
-snapshot, a request with a seed always returns the same batch (live Neo4j sampling picks
-neighbours in the database and ignores the seed).
+For each request the runner builds a sampler from the request's options (a ``SnapshotSampler``
+over the shared engine, cheap since the engine holds every large buffer; or a live Neo4j
+sampler) and runs ``seeds.sample_nodes`` / ``sample_links`` (PyG's ``node_sample`` /
+``edge_sample``) through it, as the in-process PyG sampler does, so a remote batch is built
+exactly as an in-process one. Negatives are drawn from a generator seeded by the request, so
+concurrent requests never share random state and, over a snapshot, a request with a seed always
+returns the same batch (live Neo4j sampling picks neighbours in the database and ignores the
+seed).
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 
-import torch
-from torch import Tensor
-from torch_geometric.sampler import HeteroSamplerOutput, NegativeSampling, NodeSamplerInput, SamplerOutput
+import numpy as np
 
+from gnnstore.backend.engine.seeds import sample_links, sample_nodes
 from gnnstore.backend.engine.topology import edge_ends
 from gnnstore.backend.engine.work_budget import sampled_edges_bound
 from gnnstore.backend.service.sample_job import SampleJob
 from gnnstore.backend.service.served_graph import SampledVersion, SamplerRequest, VersionLookup
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.common.graph_types import NodeType, describe
+from gnnstore.common.sample import Sample, SeedNodes
 from gnnstore.proto.sampling_options import NeighborCounts
 
 logger = logging.getLogger(__name__)
@@ -45,18 +46,6 @@ class SamplingLimits:
     max_fanout: int = 10_000
     max_sample_edges: int = 50_000_000
     max_reply_bytes: int = 1 << 30
-
-
-class _SeededNegativeSampling(NegativeSampling):
-    """PyG's NegativeSampling drawing from its own generator instead of torch's global one."""
-
-    def __init__(self, spec: NegativeSampling, generator: torch.Generator) -> None:
-        super().__init__(spec.mode, spec.amount)
-        self.generator = generator
-
-    def sample(self, num_samples: int, endpoint: str, num_nodes: int | None = None) -> Tensor:
-        """``num_samples`` uniform global ids in ``[0, num_nodes)``."""
-        return torch.randint(int(num_nodes), (num_samples,), generator=self.generator)
 
 
 class SamplingRunner:
@@ -88,19 +77,19 @@ class SamplingRunner:
             ResourceExhaustedError: the sample could be larger than ``max_sample_edges``.
             NotFoundError: an unknown node or edge type.
         """
-        inputs, neg_sampling, num_neighbors = job.inputs, job.neg_sampling, job.num_neighbors
-        if isinstance(inputs, NodeSamplerInput):
-            self._check(inputs.node.numel(), "seed nodes", num_neighbors)
-            seeds = {inputs.input_type: inputs.node.numel()}
+        inputs, negatives, num_neighbors = job.inputs, job.negatives, job.num_neighbors
+        if isinstance(inputs, SeedNodes):
+            self._check(inputs.node.size, "seed nodes", num_neighbors)
+            counts = {inputs.input_type: inputs.node.size}
         else:
-            amount = 0.0 if neg_sampling is None else float(neg_sampling.amount)
-            links = int(inputs.row.numel() * (1 + amount))
+            amount = 0.0 if negatives is None else float(negatives.amount)
+            links = int(inputs.row.size * (1 + amount))
             self._check(links, "seed links", num_neighbors)
             src, dst = edge_ends(inputs.input_type)
-            seeds = {src: 2 * links} if src == dst else {src: links, dst: links}  # both ends of each link
-        return self._check_work(job.graph, seeds, num_neighbors, job.replace, _disjoint(job))
+            counts = {src: 2 * links} if src == dst else {src: links, dst: links}  # both ends of each link
+        return self._check_work(job.graph, counts, num_neighbors, job.replace, _disjoint(job))
 
-    def sample(self, job: SampleJob) -> SamplerOutput | HeteroSamplerOutput:
+    def sample(self, job: SampleJob) -> Sample:
         """PyG's ``sample_from_nodes`` around the job's global seed ids (metadata ``(input_id,
         time)``), or its ``sample_from_edges`` (positives, negatives and metadata with local
         indices), on the job's graph version; the id arrays go where ``job.make_ids`` makes them.
@@ -109,18 +98,18 @@ class SamplingRunner:
         Raises:
             InvalidRequestError: an id out of range.
         """
-        inputs, neg_sampling = job.inputs, job.neg_sampling
         sampler = job.graph.make_sampler(
             SamplerRequest(job.num_neighbors, job.replace, _disjoint(job), job.seed, job.make_ids, job.temporal,
                            job.weight_attr)
         )
-        if isinstance(inputs, NodeSamplerInput):
-            return sampler.sample_from_nodes(inputs)
-        if neg_sampling is not None:
-            generator = torch.Generator()
-            generator.manual_seed(int(torch.randint(1 << 62, ())) if job.seed is None else job.seed)
-            neg_sampling = _SeededNegativeSampling(neg_sampling, generator)
-        return sampler.sample_from_edges(inputs, neg_sampling)
+        if isinstance(job.inputs, SeedNodes):
+            return sample_nodes(sampler, job.inputs)
+        generator = np.random.default_rng(job.seed)
+
+        def draw(count: int, endpoint: str, num_nodes: int) -> np.ndarray:
+            return generator.integers(num_nodes, size=count)
+
+        return sample_links(sampler, job.inputs, job.negatives, draw)
 
     def _check_work(
         self,

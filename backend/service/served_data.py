@@ -16,11 +16,10 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from torch_geometric.sampler import BaseSampler
-
 from gnnstore.backend.engine.degree_ranking import DegreeRanking
-from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
+from gnnstore.backend.engine.seeds import SeedSampler
 from gnnstore.backend.engine.snapshot_builder import build_snapshot, built_snapshot
+from gnnstore.backend.engine.snapshot_sampler import SnapshotSampler
 from gnnstore.backend.engine.temporal_index import TemporalIndexes
 from gnnstore.backend.engine.topology import edge_ends
 from gnnstore.backend.engine.weight_index import WeightIndexes
@@ -239,10 +238,10 @@ def _snapshot(
     def sampling(version: int | None) -> SampledVersion:
         view = versions.view(version)
 
-        def make_sampler(request: SamplerRequest) -> BaseSampler:
+        def make_sampler(request: SamplerRequest) -> SeedSampler:
             temporal, weighted = request.temporal, request.weight_attr
             temporal_indexes, weight_indexes = indexes.of(view) if temporal or weighted is not None else (None, None)
-            return SnapshotNeighborSampler(
+            return SnapshotSampler(
                 view.engine, request.num_neighbors, replace=request.replace, disjoint=request.disjoint,
                 seed=request.seed, make_ids=request.make_ids,
                 temporal=None if temporal is None else temporal_indexes.get(temporal.time_attr),
@@ -297,17 +296,17 @@ def _live(
     if not edge_types:
         raise PreconditionError("Neo4j holds no edges to sample; run `gnnstore ingest` first")
 
-    def make_sampler(request: SamplerRequest) -> BaseSampler:
-        # ``make_ids`` goes unused: the live sampler's tensors come out of Cypher replies and
+    def make_sampler(request: SamplerRequest) -> SeedSampler:
+        # ``make_ids`` goes unused: the live sampler's arrays come out of Cypher replies and
         # are copied into a reply segment like any other.
         if request.replace or request.disjoint or request.temporal is not None or request.weight_attr is not None:
             raise InvalidRequestError(
                 "live Neo4j sampling is uniform, without replacement, not disjoint and not temporal; "
                 "serve with neo4j_sampling = 'snapshot' for replace, disjoint, temporal or weighted sampling"
             )
-        from gnnstore.backend.engine.neo4j_live_sampling import Neo4jLiveSampler
+        from gnnstore.backend.engine.neo4j_live_sampling import LiveSampler
 
-        return Neo4jLiveSampler(graph_store, request.num_neighbors)
+        return LiveSampler(graph_store, request.num_neighbors)
 
     summary = GraphSummary(
         counts, {et: UNKNOWN_EDGE_COUNT for et in edge_types}, str(graph_store.version()), "live"

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from torch_geometric.sampler import BaseSampler
-
+from gnnstore.backend.engine.seeds import SeedSampler
 from gnnstore.backend.engine.work_budget import GraphBounds
 from gnnstore.common.graph_types import EdgeType, NodeType
 from gnnstore.common.sample import MakeIds
@@ -38,8 +37,8 @@ class SamplerRequest:
     weight_attr: str | None = None
 
 
-SamplerFactory = Callable[[SamplerRequest], BaseSampler]
-"""A PyG sampler for one request."""
+SamplerFactory = Callable[[SamplerRequest], SeedSampler]
+"""The sampler of one request."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ class SampledVersion:
     Attributes:
         graph_version: the graph version (0: the snapshot as built; each graph write makes the next).
         bounds: the sizes a request's work bound is computed from.
-        make_sampler: builds the PyG sampler of one request from its options.
+        make_sampler: builds the sampler of one request from its options.
         newest: whether it is the newest version (a client that switched back to an older one
             may hold rows of nodes and edges this one lacks).
     """

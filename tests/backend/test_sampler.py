@@ -12,8 +12,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader, NodeLoader
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 
-from gnnstore.backend.engine.pyg_sampling import to_pyg
-from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler, to_pyg
 from gnnstore.backend.engine.snapshot_builder import build_snapshot
 from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError, NotFoundError

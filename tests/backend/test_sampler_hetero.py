@@ -8,8 +8,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NumNeighbors
 
-from gnnstore.backend.engine.pyg_sampling import to_pyg
-from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler, to_pyg
 from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 

@@ -10,8 +10,7 @@ import torch
 from sampler_checks import hetero_graph, power_law_edge_index
 from torch_geometric.data import Data, HeteroData
 
-from gnnstore.backend.engine.pyg_sampling import to_pyg
-from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
+from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler, to_pyg
 from gnnstore.backend.engine.topology import TopologySnapshot
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "reference"

@@ -1,6 +1,6 @@
-"""``seeds`` (through ``pyg_sampling``) against PyG's own ``edge_sample`` and ``node_sample``:
-the same seeds reach the sampler and the same metadata comes out, mode by mode, with the same
-negatives drawn from torch's generator."""
+"""``seeds`` (through PyG's ``SnapshotNeighborSampler``) against PyG's own ``edge_sample`` and
+``node_sample``: the same seeds reach the sampler and the same metadata comes out, mode by mode,
+with the same negatives drawn from torch's generator."""
 from __future__ import annotations
 
 import itertools
@@ -12,10 +12,10 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
-from gnnstore.backend.engine.pyg_sampling import sample_links, sample_nodes, to_pyg
-from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler
-from gnnstore.backend.engine.seeds import Links, Negatives, plan_links
+from gnnstore.backend.engine.sampler import SamplingEngine, SnapshotNeighborSampler, to_pyg
+from gnnstore.backend.engine.seeds import plan_links
 from gnnstore.backend.engine.topology import TopologySnapshot
+from gnnstore.common.sample import Links, Negatives
 
 N = 60
 
@@ -43,16 +43,20 @@ NEGATIVES = {"none": None, "binary 1": ("binary", 1), "binary 1.5": ("binary", 1
 
 
 class _Recording:
-    """A real sampler's sampling function that keeps the seeds each call was given (as tensors);
-    for PyG's functions it answers in PyG's type."""
+    """A PyG sampler whose numpy sampler keeps the seeds each call was given (as tensors); called
+    itself, it is the sampling function PyG's ``edge_sample`` / ``node_sample`` take."""
 
-    def __init__(self, sampler: SnapshotNeighborSampler, pyg: bool) -> None:
-        self.sampler, self.pyg, self.calls = sampler, pyg, []
+    def __init__(self, sampler: SnapshotNeighborSampler) -> None:
+        self.pyg, self.core, self.calls = sampler, sampler.core, []
+        self.disjoint, self.num_nodes, self.check_links = self.core.disjoint, self.core.num_nodes, self.core.check_links
+        sampler.core = self
+
+    def sample_seeds(self, seed, seed_time=None):  # noqa: ANN001, ANN201
+        self.calls.append((_tensors(seed), _tensors(seed_time)))
+        return self.core.sample_seeds(seed, seed_time)
 
     def __call__(self, seed, seed_time=None):  # noqa: ANN001, ANN204
-        self.calls.append((_tensors(seed), _tensors(seed_time)))
-        out = self.sampler.sample_seeds(seed, seed_time)
-        return to_pyg(out) if self.pyg else out
+        return to_pyg(self.sample_seeds(seed, seed_time))
 
 
 def _tensors(value):  # noqa: ANN001, ANN202
@@ -96,12 +100,11 @@ def test_links_reach_the_sampler_and_come_back_as_pyg_makes_them(
     if spec and spec[0] == "triplet" and labelled:
         pytest.skip("PyG takes no labels with triplet negatives")
     engine = SamplingEngine(TopologySnapshot.from_data(make()))
-    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], disjoint=disjoint, seed=5), pyg)
-                    for pyg in (False, True))
+    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], disjoint=disjoint, seed=5)) for _ in range(2))
     inputs = _links(graph, labelled, timed=False)
     neg = None if spec is None else NegativeSampling(*spec)
     torch.manual_seed(11)
-    got = sample_links(inputs, ours, engine.num_nodes, disjoint, None, neg)
+    got = ours.pyg.sample_from_edges(inputs, neg)
     torch.manual_seed(11)
     want = edge_sample(inputs, theirs, engine.num_nodes, disjoint, None, neg)
     _same(ours.calls[0][0], theirs.calls[0][0])
@@ -118,12 +121,11 @@ def test_temporal_links_redraw_negatives_later_than_their_link_as_pyg(negatives:
     node_time = torch.randint(0, 100, (N,), generator=torch.Generator().manual_seed(4))
     engine = SamplingEngine(TopologySnapshot.from_data(data))
     temporal = engine.temporal_index({None: node_time.numpy()})
-    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], temporal=temporal, seed=5), pyg)
-                    for pyg in (False, True))
+    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], temporal=temporal, seed=5)) for _ in range(2))
     inputs = _links("homogeneous", labelled=False, timed=True)
     neg = NegativeSampling(*NEGATIVES[negatives])
     torch.manual_seed(12)
-    got = sample_links(inputs, ours, N, True, node_time.numpy(), neg)
+    got = ours.pyg.sample_from_edges(inputs, neg)
     torch.manual_seed(12)
     want = edge_sample(inputs, theirs, N, True, node_time, neg)
     for a, b in itertools.chain(zip(ours.calls[0], theirs.calls[0]), zip(got.metadata, want.metadata, strict=True)):
@@ -135,10 +137,10 @@ def test_temporal_links_redraw_negatives_later_than_their_link_as_pyg(negatives:
 def test_nodes_reach_the_sampler_with_their_times_and_metadata_as_pyg(graph: str) -> None:
     make, input_type = GRAPHS[graph]
     engine = SamplingEngine(TopologySnapshot.from_data(make()))
-    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], seed=5), pyg) for pyg in (False, True))
+    ours, theirs = (_Recording(SnapshotNeighborSampler(engine, [3, 2], seed=5)) for _ in range(2))
     node_type = None if input_type is None else input_type[0]
     inputs = NodeSamplerInput(torch.arange(4), torch.tensor([5, 1, 5, 9]), None, node_type)
-    got, want = sample_nodes(inputs, ours), node_sample(inputs, theirs)
+    got, want = ours.pyg.sample_from_nodes(inputs), node_sample(inputs, theirs)
     _same(ours.calls[0][0], theirs.calls[0][0])
     _same(got.metadata[0], want.metadata[0])
     assert want.metadata[1] is None and got.metadata[1] is None
@@ -147,8 +149,8 @@ def test_nodes_reach_the_sampler_with_their_times_and_metadata_as_pyg(graph: str
 
 def test_a_plan_without_torch_names_every_end_once_and_its_negatives_by_their_link() -> None:
     draws = iter([np.array([7, 8]), np.array([9, 7])])
-    negatives = Negatives(triplet=False, amount=1, draw=lambda count, endpoint, num: next(draws))
-    plan = plan_links(Links(np.array([1, 2]), np.array([2, 3])), 10, False, None, negatives)
+    plan = plan_links(Links(np.array([1, 2]), np.array([2, 3])), 10, False, None, Negatives(triplet=False, amount=1),
+                      lambda count, endpoint, num: next(draws))
     assert plan.seed.tolist() == [1, 2, 3, 7, 8, 9]  # unique ends, sorted
     edge_label_index, edge_label, src_time = plan.labels
     assert plan.seed[edge_label_index].tolist() == [[1, 2, 7, 8], [2, 3, 9, 7]]

@@ -136,19 +136,13 @@ def test_module_loads_neither_grpc_nor_the_wire(module: str) -> None:
 
 
 SERVING_ROOMS = ("gnnstore.common", "gnnstore.stores", "gnnstore.proto", "gnnstore.backend", *ROOT_MODULES)
-PYG_SIDE = {  # the in-process sampler PyG's loaders call, and its loader workers' call seeds: torch by design
-    "gnnstore.backend.engine.sampler",
-    "gnnstore.backend.engine.pyg_sampling",
-    "gnnstore.common.call_seed",
-}
+PYG_SIDE = {"gnnstore.backend.engine.sampler"}  # PyG's samplers over gnnstore's, for PyG's loaders: by design
 STILL_ON_TORCH = {  # issue 47's to-do: the server's modules that still import torch or PyG; it only shrinks
     f"gnnstore.{name}" for name in (
-        "backend.engine.neo4j_live_sampling",
         "backend.engine.temporal_index", "backend.engine.topology", "backend.engine.weight_index",
         "backend.features.feature_tier", "backend.features.tiered_feature_store", "backend.server.serve_cli",
         "backend.service.admin_service", "backend.service.feature_service", "backend.service.graph_service",
-        "backend.service.row_gathering", "backend.service.sample_job", "backend.service.sampling_runner",
-        "backend.service.served_data", "backend.service.served_graph", "backend.service.write_applier",
+        "backend.service.row_gathering", "backend.service.write_applier",
         "common.allocate", "common.attr_schema", "common.row_copy",
         "proto.codec", "proto.feature_request", "proto.key_codec", "proto.node_rows", "proto.reply_payload",
         "proto.reply_segment", "proto.sampler_input", "proto.sampler_output", "proto.wire_dtypes",

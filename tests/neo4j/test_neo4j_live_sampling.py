@@ -7,8 +7,7 @@ import pytest
 import torch
 from torch_geometric.sampler import HeteroSamplerOutput, NodeSamplerInput, SamplerOutput
 
-from gnnstore.backend.engine.neo4j_live_sampling import Neo4jLiveSampler
-from gnnstore.backend.engine.sampler import SnapshotNeighborSampler
+from gnnstore.backend.engine.sampler import Neo4jLiveSampler, SnapshotNeighborSampler
 from gnnstore.backend.engine.snapshot_builder import build_snapshot
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore

@@ -1,6 +1,8 @@
-"""PyG's sampler inputs and outputs survive the wire field by field."""
+"""Sampler inputs (PyG's, decoded as numpy records) and outputs (numpy samples, decoded as PyG's)
+survive the wire field by field."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch_geometric.sampler import (
@@ -12,39 +14,40 @@ from torch_geometric.sampler import (
 )
 
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.sample import Sample
 from gnnstore.proto import graph_pb2, node_rows, sampler_input, sampler_output, sampling_options
 
 
+def _ids(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
 def test_homogeneous_output_round_trip() -> None:
-    out = SamplerOutput(
-        node=torch.tensor([4, 2, 9]),
-        row=torch.tensor([1, 2]),
-        col=torch.tensor([0, 0]),
-        edge=torch.tensor([7, 3]),
-        num_sampled_nodes=[1, 2],
-        num_sampled_edges=[2],
-        metadata=(torch.tensor([0]), None),
+    out = Sample(
+        node={None: _ids(4, 2, 9)}, row={None: _ids(1, 2)}, col={None: _ids(0, 0)}, edge={None: _ids(7, 3)},
+        batch=None, num_sampled_nodes={None: [1, 2]}, num_sampled_edges={None: [2]}, metadata=(_ids(0), None),
     )
     back = sampler_output.output_from_proto(sampler_output.output_to_proto(out))
     assert isinstance(back, SamplerOutput)
     for name in ("node", "row", "col", "edge"):
-        assert torch.equal(getattr(back, name), getattr(out, name))
+        assert back_ids(getattr(back, name)) == getattr(out, name)[None].tolist()
     assert back.batch is None
     assert back.num_sampled_nodes == [1, 2] and back.num_sampled_edges == [2]
-    assert torch.equal(back.metadata[0], out.metadata[0]) and back.metadata[1] is None
+    assert back.metadata[0].tolist() == [0] and back.metadata[1] is None
+
+
+def back_ids(tensor: torch.Tensor) -> list[int]:
+    assert tensor.dtype == torch.int64
+    return tensor.tolist()
 
 
 def test_hetero_output_round_trip_keeps_tuple_keys_and_empty_types() -> None:
     et = ("author", "writes", "paper")
-    out = HeteroSamplerOutput(
-        node={"paper": torch.tensor([3, 1]), "author": torch.empty(0, dtype=torch.long)},
-        row={et: torch.empty(0, dtype=torch.long)},
-        col={et: torch.empty(0, dtype=torch.long)},
-        edge={et: torch.empty(0, dtype=torch.long)},
-        batch={"paper": torch.tensor([0, 1]), "author": torch.empty(0, dtype=torch.long)},
-        num_sampled_nodes={"paper": [2, 0], "author": [0, 0]},
-        num_sampled_edges={et: [0]},
-        metadata=(torch.tensor([5, 6]), torch.tensor([[0], [1]]), None),
+    out = Sample(
+        node={"paper": _ids(3, 1), "author": _ids()}, row={et: _ids()}, col={et: _ids()}, edge={et: _ids()},
+        batch={"paper": _ids(0, 1), "author": _ids()},
+        num_sampled_nodes={"paper": [2, 0], "author": [0, 0]}, num_sampled_edges={et: [0]},
+        metadata=(_ids(5, 6), np.array([[0], [1]]), None),
     )
     back = sampler_output.output_from_proto(sampler_output.output_to_proto(out))
     assert isinstance(back, HeteroSamplerOutput)
@@ -52,14 +55,15 @@ def test_hetero_output_round_trip_keeps_tuple_keys_and_empty_types() -> None:
     assert type(next(iter(back.row))) is tuple
     assert back.node["author"].shape == (0,)
     assert back.num_sampled_nodes == out.num_sampled_nodes
-    assert torch.equal(back.batch["paper"], out.batch["paper"])
-    assert torch.equal(back.metadata[1], out.metadata[1]) and back.metadata[2] is None
+    assert back_ids(back.batch["paper"]) == [0, 1]
+    assert back.metadata[1].tolist() == [[0], [1]] and back.metadata[2] is None
 
 
 def test_node_input_round_trip() -> None:
     inputs = NodeSamplerInput(input_id=torch.tensor([0, 1]), node=torch.tensor([8, 3]), input_type="paper")
     back = sampler_input.node_input_from_proto(sampler_input.node_input_to_proto(inputs))
-    assert torch.equal(back.node, inputs.node) and back.input_type == "paper"
+    assert back.node.tolist() == [8, 3] and back.node.dtype == np.int64 and back.input_type == "paper"
+    assert back.input_id.tolist() == [0, 1] and back.time is None
 
 
 def test_inputs_without_input_id_round_trip_as_none() -> None:
@@ -67,7 +71,7 @@ def test_inputs_without_input_id_round_trip_as_none() -> None:
     assert sampler_input.node_input_from_proto(sampler_input.node_input_to_proto(nodes)).input_id is None
     links = EdgeSamplerInput(input_id=None, row=torch.tensor([1, 2]), col=torch.tensor([3, 4]))
     back, _ = sampler_input.edge_input_from_proto(sampler_input.edge_input_to_proto(links, None))
-    assert back.input_id is None and torch.equal(back.col, links.col)
+    assert back.input_id is None and back.col.tolist() == [3, 4]
 
 
 @pytest.mark.parametrize("neg", [None, NegativeSampling("binary", 1.5), NegativeSampling("triplet", 3)])
@@ -80,12 +84,12 @@ def test_edge_input_round_trip(neg: NegativeSampling | None) -> None:
         input_type=("a", "to", "b"),
     )
     back, back_neg = sampler_input.edge_input_from_proto(sampler_input.edge_input_to_proto(inputs, neg))
-    assert torch.equal(back.row, inputs.row) and torch.equal(back.label, inputs.label)
+    assert back.row.tolist() == [1, 2] and back.label.tolist() == [1.0, 2.0] and back.label.dtype == np.float32
     assert back.input_type == ("a", "to", "b")
     if neg is None:
         assert back_neg is None
     else:
-        assert back_neg.mode == neg.mode and back_neg.amount == neg.amount
+        assert back_neg.triplet == neg.is_triplet() and back_neg.amount == neg.amount
         assert type(back_neg.amount) is type(neg.amount)
 
 
