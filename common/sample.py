@@ -11,6 +11,7 @@ import numpy as np
 
 from gnnstore.common.graph_types import EdgeType, NodeType
 
+
 @dataclass(frozen=True)
 class SeedNodes:
     """A batch of seed nodes.

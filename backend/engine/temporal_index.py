@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from gnnstore.backend.engine.attr_index_cache import AttrIndexCache
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.graph_types import EdgeType, NodeType, edge_group_of
+from gnnstore.common.host_array import host_array
 
 
 @dataclass(frozen=True)
@@ -97,21 +97,22 @@ def _by_destination_then_time(ptr: np.ndarray, time: np.ndarray, at: np.ndarray)
     return np.argsort(key, kind="stable")
 
 
-def integer_times(tensor: torch.Tensor, owner: str, time_attr: str) -> np.ndarray:
+def integer_times(values: object, owner: str, time_attr: str) -> np.ndarray:
     """One int64 time per row from a stored ``[N]`` or ``[N, 1]`` integer attribute of ``owner``
     (e.g. "node type 'paper'").
 
     Raises:
         InvalidRequestError: another shape or a non-integer dtype.
     """
-    if tensor.dim() == 2 and tensor.size(1) == 1:
-        tensor = tensor.view(-1)
-    if tensor.dim() != 1 or not _is_integer(tensor.dtype):
+    array = host_array(values)
+    if array is not None and array.ndim == 2 and array.shape[1] == 1:
+        array = array.reshape(-1)
+    if array is None or array.ndim != 1 or array.dtype.kind not in "iu":
+        got = type(values).__name__ if array is None else f"{array.dtype} {list(array.shape)}"
         raise InvalidRequestError(
-            f"time attribute {time_attr!r} of {owner} must hold one integer per row ([N] or [N, 1]), "
-            f"got {tensor.dtype} {list(tensor.shape)}"
+            f"time attribute {time_attr!r} of {owner} must hold one integer per row ([N] or [N, 1]), got {got}"
         )
-    return tensor.to(torch.int64).numpy()
+    return array.astype(np.int64)
 
 
 def batch_times(
@@ -136,10 +137,6 @@ def batch_times(
             )
         out[: ids.shape[0]] = times
     return out
-
-
-def _is_integer(dtype: torch.dtype) -> bool:
-    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
 class TemporalIndexes(AttrIndexCache[TemporalIndex]):

@@ -26,9 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import Tensor
-from torch_geometric.data import Data, HeteroData
 
 from gnnstore.backend.engine.snapshot_folder import snapshot_path, staging_dir
 from gnnstore.backend.engine.topology_kernels import (
@@ -44,6 +41,7 @@ from gnnstore.common.errors import (
     PreconditionError,
 )
 from gnnstore.common.graph_types import EdgeType, NodeType, checked_edge_type
+from gnnstore.common.host_array import host_array
 
 META_FILE = "meta.json"
 FORMAT_VERSION = 1
@@ -167,7 +165,7 @@ class TopologySnapshot:
     @classmethod
     def from_edge_index(
         cls,
-        edge_index: Tensor | dict[EdgeType, Tensor],
+        edge_index: np.ndarray | dict[EdgeType, np.ndarray],
         num_nodes: int | dict[NodeType, int],
         *,
         version: str = "memory",
@@ -176,7 +174,8 @@ class TopologySnapshot:
         """Build an in-memory snapshot from COO ``[2, E]`` global ids; e_id = column position.
 
         Args:
-            edge_index: one ``[2, E]`` tensor (homogeneous) or one per edge type.
+            edge_index: one ``[2, E]`` integer array (homogeneous) or one per edge type (a
+                CPU tensor will do).
             num_nodes: the node count, or one per node type.
             version: the version the snapshot reports.
             csr: also build the CSR.
@@ -206,11 +205,9 @@ class TopologySnapshot:
         )
 
     @classmethod
-    def from_data(
-        cls, data: Data | HeteroData, *, version: str = "memory", csr: bool = False
-    ) -> "TopologySnapshot":
+    def from_data(cls, data: object, *, version: str = "memory", csr: bool = False) -> "TopologySnapshot":
         """Build an in-memory snapshot of a PyG ``Data``/``HeteroData``'s ``edge_index``."""
-        if isinstance(data, HeteroData):
+        if hasattr(data, "edge_types"):  # a HeteroData (read without importing PyG)
             return cls.from_edge_index(
                 {et: data[et].edge_index for et in data.edge_types},
                 {nt: int(data[nt].num_nodes) for nt in data.node_types},
@@ -325,27 +322,28 @@ def edge_type_from_json(value: object) -> EdgeType | None:
 
 
 def _count(node_type: NodeType | None, n: object) -> int:
-    if isinstance(n, Tensor):
-        n = int(n)
+    if getattr(n, "ndim", None) == 0:  # a 0-d tensor or array
+        n = n.item()
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
         raise InvalidRequestError(f"num_nodes of node type {node_type!r} must be an int >= 0, got {n!r}")
     return int(n)
 
 
 def topology_from_coo(
-    edge_type: EdgeType | None, edge_index: Tensor, num_src: int, num_dst: int, *, csr: bool = False
+    edge_type: EdgeType | None, edge_index: np.ndarray, num_src: int, num_dst: int, *, csr: bool = False
 ) -> EdgeTopology:
     """CSC (and CSR) of one edge type from an in-memory ``[2, E]`` COO; e_id = column position.
 
     Raises:
-        InvalidRequestError: not an integer ``[2, E]`` tensor, or an id out of range.
+        InvalidRequestError: not an integer ``[2, E]`` array (or CPU tensor), or an id out of range.
     """
-    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
-        shape = tuple(edge_index.shape) if isinstance(edge_index, Tensor) else type(edge_index)
-        raise InvalidRequestError(f"edge type {edge_type!r}: edge_index must be a [2, E] tensor, got {shape}")
-    if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
-        raise InvalidRequestError(f"edge type {edge_type!r}: edge_index must hold integers, got {edge_index.dtype}")
-    row, col = edge_index.detach().cpu().to(torch.int64).numpy()
+    array = host_array(edge_index)
+    if array is None or array.ndim != 2 or array.shape[0] != 2:
+        shape = type(edge_index).__name__ if array is None else tuple(array.shape)
+        raise InvalidRequestError(f"edge type {edge_type!r}: edge_index must be a [2, E] array, got {shape}")
+    if array.dtype.kind not in "iu":
+        raise InvalidRequestError(f"edge type {edge_type!r}: edge_index must hold integers, got {array.dtype}")
+    row, col = array.astype(np.int64)
     for name, ids, bound in (("source", row, num_src), ("destination", col, num_dst)):
         bad = first_out_of_range(ids, bound)
         if bad is not None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import torch
 
 from gnnstore.backend.engine import sampling_kernels as kernels
 from gnnstore.backend.engine.attr_index_cache import AttrIndexCache
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.graph_types import EdgeType, edge_group_of
+from gnnstore.common.host_array import host_array
 
 
 class WeightIndex:
@@ -43,7 +43,7 @@ class WeightIndex:
             self.csc_weights[edge_type] = (cum, tuple(summary))
 
 
-def edge_weights(tensor: torch.Tensor, edge_type: EdgeType | None, weight_attr: str, num_edge_ids: int) -> np.ndarray:
+def edge_weights(values: object, edge_type: EdgeType | None, weight_attr: str, num_edge_ids: int) -> np.ndarray:
     """One float64 weight per edge id from a stored ``[E]`` or ``[E, 1]`` numeric attribute.
 
     Raises:
@@ -51,15 +51,15 @@ def edge_weights(tensor: torch.Tensor, edge_type: EdgeType | None, weight_attr: 
             is negative, infinite or NaN (named by its edge id).
     """
     where = f"weight attribute {weight_attr!r} of edge type {edge_type!r}"
-    if tensor.dim() == 2 and tensor.size(1) == 1:
-        tensor = tensor.view(-1)
-    if tensor.dim() != 1 or tensor.dtype in (torch.bool, torch.complex64, torch.complex128):
-        raise InvalidRequestError(
-            f"{where} must hold one number per edge ([E] or [E, 1]), got {tensor.dtype} {list(tensor.shape)}"
-        )
-    if tensor.shape[0] != num_edge_ids:
-        raise InvalidRequestError(f"{where} has {tensor.shape[0]} rows for {num_edge_ids} edge ids")
-    weights = tensor.to(torch.float64).numpy()
+    array = host_array(values)
+    if array is not None and array.ndim == 2 and array.shape[1] == 1:
+        array = array.reshape(-1)
+    if array is None or array.ndim != 1 or array.dtype.kind not in "iuf":
+        got = type(values).__name__ if array is None else f"{array.dtype} {list(array.shape)}"
+        raise InvalidRequestError(f"{where} must hold one number per edge ([E] or [E, 1]), got {got}")
+    if array.shape[0] != num_edge_ids:
+        raise InvalidRequestError(f"{where} has {array.shape[0]} rows for {num_edge_ids} edge ids")
+    weights = array.astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(weights) | (weights < 0))
     if bad.size:
         raise InvalidRequestError(

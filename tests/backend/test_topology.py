@@ -231,7 +231,8 @@ def test_broken_folders_are_named(tmp_path) -> None:
     [
         (torch.tensor([[0, 3], [1, 1]]), 3, r"source id 3 is out of range \[0, 3\)"),
         (torch.tensor([[0, 1], [1, -1]]), 3, "destination id -1"),
-        (torch.tensor([0, 1]), 3, r"must be a \[2, E\] tensor"),
+        (torch.tensor([0, 1]), 3, r"must be a \[2, E\] array, got \(2,\)"),
+        ([[0], [1]], 3, r"must be a \[2, E\] array, got list"),
         (torch.tensor([[0.0], [1.0]]), 3, "must hold integers"),
         (torch.tensor([[0], [1]]), -2, "num_nodes of node type None must be an int >= 0"),
     ],

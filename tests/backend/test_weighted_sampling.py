@@ -103,7 +103,7 @@ def test_edge_types_without_weights_are_sampled_uniformly() -> None:
 @pytest.mark.parametrize("values, message", [
     (torch.tensor([1.0, -1.0, 2.0]), r"edge 1 has weight -1.0; weights must be finite and >= 0"),
     (torch.tensor([1.0, float("nan"), 2.0]), r"edge 1 has weight nan"),
-    (torch.ones(3, 2), r"one number per edge \(\[E\] or \[E, 1\]\), got torch.float32 \[3, 2\]"),
+    (torch.ones(3, 2), r"one number per edge \(\[E\] or \[E, 1\]\), got float32 \[3, 2\]"),
     (torch.ones(4), r"has 4 rows for 3 edge ids"),
     (torch.ones(3, dtype=torch.bool), r"one number per edge"),
 ])
@@ -117,3 +117,10 @@ def test_weighted_and_temporal_together_are_refused(star: SamplingEngine) -> Non
     temporal = star.temporal_index({None: np.zeros(9, dtype=np.int64)})
     with pytest.raises(InvalidRequestError, match="cannot be combined"):
         SnapshotNeighborSampler(star, [1], weights=weights, temporal=temporal)
+
+
+def test_weights_of_any_numeric_dtype_are_read_as_float64_bfloat16_included() -> None:
+    bf16 = torch.tensor([1.5, 0.0, 3.0]).bfloat16()
+    for values in (torch.tensor([1, 0, 3]), torch.tensor([[1.5], [0.0], [3.0]]), bf16):
+        weights = edge_weights(values, ("a", "x", "b"), "w", 3)
+        assert weights.dtype == np.float64 and weights.tolist() == values.float().view(-1).tolist()

@@ -139,7 +139,6 @@ SERVING_ROOMS = ("gnnstore.common", "gnnstore.stores", "gnnstore.proto", "gnnsto
 PYG_SIDE = {"gnnstore.backend.engine.sampler"}  # PyG's samplers over gnnstore's, for PyG's loaders: by design
 STILL_ON_TORCH = {  # issue 47's to-do: the server's modules that still import torch or PyG; it only shrinks
     f"gnnstore.{name}" for name in (
-        "backend.engine.temporal_index", "backend.engine.topology", "backend.engine.weight_index",
         "backend.features.feature_tier", "backend.features.tiered_feature_store", "backend.server.serve_cli",
         "backend.service.admin_service", "backend.service.feature_service", "backend.service.graph_service",
         "backend.service.row_gathering", "backend.service.write_applier",
