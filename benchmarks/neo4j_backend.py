@@ -30,8 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the su
 
 from neo4j_server import LocalNeo4j  # noqa: E402
 
-from gnnstore.backend.engine.neo4j_live_sampling import Neo4jLiveSampler  # noqa: E402
-from gnnstore.backend.engine.sampler import SnapshotNeighborSampler  # noqa: E402
+from gnnstore.backend.engine.sampler import Neo4jLiveSampler, SnapshotNeighborSampler  # noqa: E402
 from gnnstore.backend.engine.snapshot_builder import build_snapshot  # noqa: E402
 from gnnstore.ingest.graph_ingest import ingest_graph  # noqa: E402
 from gnnstore.ingest.neo4j_attach import read_neo4j_graph, read_spec  # noqa: E402

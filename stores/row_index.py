@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.graph_types import HOMOGENEOUS_EDGE_GROUP
+from gnnstore.common.host_array import host_array
 
 GroupName = str | tuple[str, str, str] | tuple[None, None] | None
 
@@ -50,11 +49,8 @@ def resolve_index(
         return np.arange(*index.indices(num_rows), dtype=np.int64)
     if isinstance(index, (int, np.integer)) and not isinstance(index, (bool, np.bool_)):
         ids = np.asarray(int(index), dtype=np.int64)
-    elif isinstance(index, Tensor):
-        ids = _integer_array(index.detach().cpu().numpy() if index.dtype != torch.bool else None,
-                             index, group, attr)
     else:
-        arr = np.asarray(index) if isinstance(index, (np.ndarray, list, tuple)) else None
+        arr = np.asarray(index) if isinstance(index, (list, tuple)) else host_array(index)
         ids = _integer_array(arr, index, group, attr)
     _check_range(ids, num_rows, group, attr, allow_append)
     return ids

@@ -147,7 +147,7 @@ STILL_ON_TORCH = {  # issue 47's to-do: the server's modules that still import t
         "proto.reply_segment", "proto.sampler_input", "proto.sampler_output", "proto.wire_dtypes",
         "stores.base", "stores.edge_file_graph_store", "stores.edge_layout", "stores.edge_records",
         "stores.embedded_graph_store", "stores.id_map", "stores.neo4j_attached", "stores.neo4j_graph_store",
-        "stores.neo4j_import", "stores.rocksdb_feature_store", "stores.row_index",
+        "stores.neo4j_import", "stores.rocksdb_feature_store",
     )
 }
 
