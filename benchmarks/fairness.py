@@ -63,8 +63,8 @@ def hog(
     import grpc
 
     from gnnstore.client.data_port import DataPortClient
+    from gnnstore.client.sampler_wire import node_input_to_proto
     from gnnstore.proto import graph_pb2
-    from gnnstore.proto.sampler_input import node_input_to_proto
     from gnnstore.proto.sampling_options import options_to_proto
 
     os.nice(nice)

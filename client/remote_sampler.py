@@ -42,13 +42,12 @@ from gnnstore.client.admin import server_info
 from gnnstore.client.channel import Connection
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.client.remote_graph_store import RemoteGraphStore
+from gnnstore.client.sampler_wire import edge_input_to_proto, node_input_to_proto, output_from_proto
 from gnnstore.common.call_seed import seeded_call_seed
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.temporal import TEMPORAL_STRATEGIES
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.node_rows import node_rows_from_proto
-from gnnstore.proto.sampler_input import edge_input_to_proto, node_input_to_proto
-from gnnstore.proto.sampler_output import output_from_proto
 from gnnstore.proto.sampling_options import options_to_proto
 
 logger = logging.getLogger(__name__)

@@ -1,14 +1,9 @@
-"""Sampler inputs (seed nodes, seed links, negative sampling) to their wire form from PyG's
-types (the client), and from it into numpy records (``common/sample.py``, the server)."""
+"""Sampler inputs (seed nodes, seed links, negative sampling) from their wire form into numpy
+records (``common/sample.py``): what the server decodes. The client encodes them from PyG's
+types (``client/sampler_wire.py``)."""
 from __future__ import annotations
 
 import numpy as np
-from torch import Tensor
-from torch_geometric.sampler import (
-    EdgeSamplerInput,
-    NegativeSampling,
-    NodeSamplerInput,
-)
 
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.sample import Links, Negatives, SeedNodes
@@ -17,23 +12,9 @@ from . import graph_pb2
 from .codec import (
     array_from_proto,
     edge_type_from_proto,
-    edge_type_to_proto,
     id_array_from_proto,
-    ids_to_proto,
     node_type_from_proto,
-    node_type_to_proto,
-    optional_tensor_to_proto,
 )
-
-
-def node_input_to_proto(inputs: NodeSamplerInput) -> graph_pb2.SampleFromNodesRequest:
-    """Encode a NodeSamplerInput (global seed ids, seed times if any)."""
-    request = graph_pb2.SampleFromNodesRequest(
-        input_type=node_type_to_proto(inputs.input_type), node=ids_to_proto(inputs.node)
-    )
-    _put_input_id(request, inputs.input_id)
-    _put_time(request, inputs.time)
-    return request
 
 
 def node_input_from_proto(request: graph_pb2.SampleFromNodesRequest) -> SeedNodes:
@@ -50,20 +31,6 @@ def node_input_from_proto(request: graph_pb2.SampleFromNodesRequest) -> SeedNode
     return SeedNodes(node, node_type_from_proto(request.input_type), time, input_id)
 
 
-def _put_time(
-    request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest, time: Tensor | None
-) -> None:
-    """Set the request's seed or link times (integers, as PyG's times are) if there are any.
-
-    Raises:
-        InvalidRequestError: floating-point times.
-    """
-    if time is not None:
-        if time.dtype.is_floating_point:
-            raise InvalidRequestError(f"seed and link times must be integers, got {time.dtype}")
-        request.time.CopyFrom(ids_to_proto(time))
-
-
 def _time_from_proto(
     request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest, count: int, what: str
 ) -> np.ndarray | None:
@@ -76,43 +43,11 @@ def _time_from_proto(
     return time
 
 
-def _put_input_id(
-    request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest, input_id: Tensor | None
-) -> None:
-    """Set the request's ``input_id`` unless there is none (PyG allows ``None``)."""
-    if input_id is not None:
-        request.input_id.CopyFrom(ids_to_proto(input_id))
-
-
 def _input_id_from_proto(
     request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest,
 ) -> np.ndarray | None:
     """The seeds' positions in the loader's list; ``None`` when the caller sent none (PyG allows it)."""
     return id_array_from_proto(request.input_id, "input_id") if request.HasField("input_id") else None
-
-
-def edge_input_to_proto(
-    inputs: EdgeSamplerInput, neg_sampling: NegativeSampling | None
-) -> graph_pb2.SampleFromEdgesRequest:
-    """Encode an EdgeSamplerInput (global endpoint ids, link times if any) and its negative sampling.
-
-    Raises:
-        InvalidRequestError: the negative sampling has weights, or times are not integers.
-    """
-    request = graph_pb2.SampleFromEdgesRequest(
-        input_type=edge_type_to_proto(inputs.input_type),
-        row=ids_to_proto(inputs.row),
-        col=ids_to_proto(inputs.col),
-        label=optional_tensor_to_proto(inputs.label),
-    )
-    _put_input_id(request, inputs.input_id)
-    _put_time(request, inputs.time)
-    if neg_sampling is not None:
-        if neg_sampling.src_weight is not None or neg_sampling.dst_weight is not None:
-            raise InvalidRequestError("weighted negative sampling is not supported yet")
-        request.neg_sampling.mode = neg_sampling.mode.value
-        request.neg_sampling.amount = float(neg_sampling.amount)
-    return request
 
 
 def edge_input_from_proto(request: graph_pb2.SampleFromEdgesRequest) -> tuple[Links, Negatives | None]:

@@ -1,5 +1,5 @@
-"""Sampler outputs to their wire form from a numpy ``Sample`` (the server), and from it into
-PyG's ``SamplerOutput`` / ``HeteroSamplerOutput`` (the client).
+"""Sampler outputs to their wire form from a numpy ``Sample``: what the server encodes. The
+client decodes them into PyG's types (``client/sampler_wire.py``).
 
 Node ids in ``node`` are global; ``row``/``col`` and every index in ``metadata`` are local
 (positions in the batch's node list); ``edge`` holds global edge ids. See ``graph.proto``.
@@ -7,23 +7,15 @@ Node ids in ``node`` are global; ``row``/``col`` and every index in ``metadata``
 from __future__ import annotations
 
 import numpy as np
-from torch_geometric.sampler import (
-    HeteroSamplerOutput,
-    SamplerOutput,
-)
 
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.sample import Sample
 
 from . import common_pb2, graph_pb2
 from .codec import (
-    edge_type_from_proto,
     edge_type_to_proto,
-    ids_from_proto,
     ids_to_proto,
-    node_type_from_proto,
     node_type_to_proto,
-    optional_tensor_from_proto,
     optional_tensor_to_proto,
 )
 from .reply_segment import ArrayWriter
@@ -63,54 +55,3 @@ def _metadata_entry(value: object) -> common_pb2.OptionalTensor:
     if value is not None and not isinstance(value, np.ndarray):
         raise InvalidRequestError(f"sampler metadata holds a {type(value).__name__}, not an array")
     return optional_tensor_to_proto(value)
-
-
-def output_from_proto(
-    response: graph_pb2.SampleResponse, shared: memoryview | None = None
-) -> SamplerOutput | HeteroSamplerOutput:
-    """Decode a SampleResponse into the SamplerOutput / HeteroSamplerOutput PyG's loaders read
-    (``shared``: the bytes of the reply segment the request offered; arrays there decode as
-    views of it)."""
-    node = {
-        node_type_from_proto(n.node_type): ids_from_proto(n.ids, "sampled node ids", shared)
-        for n in response.node
-    }
-    row, col, edge = {}, {}, {}
-    for entry in response.edges:
-        edge_type = edge_type_from_proto(entry.edge_type)
-        row[edge_type] = ids_from_proto(entry.row, "sampled row", shared)
-        col[edge_type] = ids_from_proto(entry.col, "sampled col", shared)
-        if entry.HasField("edge"):
-            edge[edge_type] = ids_from_proto(entry.edge, "sampled edge ids", shared)
-    batch = {
-        node_type_from_proto(b.node_type): ids_from_proto(b.ids, "batch", shared)
-        for b in response.batch
-    }
-    node_counts = {
-        node_type_from_proto(c.node_type): list(c.counts) for c in response.num_sampled_nodes
-    }
-    edge_counts = {
-        edge_type_from_proto(c.edge_type): list(c.counts) for c in response.num_sampled_edges
-    }
-    metadata = tuple(optional_tensor_from_proto(m) for m in response.metadata)
-    if response.hetero:
-        return HeteroSamplerOutput(
-            node=node,
-            row=row,
-            col=col,
-            edge=edge or None,
-            batch=batch or None,
-            num_sampled_nodes=node_counts or None,
-            num_sampled_edges=edge_counts or None,
-            metadata=metadata,
-        )
-    return SamplerOutput(
-        node=node[None],
-        row=row[None],
-        col=col[None],
-        edge=edge.get(None),
-        batch=batch.get(None),
-        num_sampled_nodes=node_counts.get(None),
-        num_sampled_edges=edge_counts.get(None),
-        metadata=metadata,
-    )

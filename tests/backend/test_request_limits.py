@@ -13,6 +13,7 @@ from torch_geometric.data import Data
 from torch_geometric.sampler import NodeSamplerInput
 
 from gnnstore.client import Connection, RemoteNeighborSampler
+from gnnstore.client.sampler_wire import edge_input_to_proto, node_input_to_proto
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, ResourceExhaustedError
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.proto import feature_pb2, graph_pb2, idmap_pb2
@@ -23,7 +24,6 @@ from gnnstore.proto.codec import (
     optional_tensor_to_proto,
     tensor_to_proto,
 )
-from gnnstore.proto.sampler_input import edge_input_to_proto, node_input_to_proto
 from gnnstore.proto.sampling_options import options_to_proto
 
 NODES = 400

@@ -29,10 +29,10 @@ from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect, server_s
 from gnnstore.client.channel import Connection
 from gnnstore.client.data_port import DataPortClient, client_tls
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
+from gnnstore.client.sampler_wire import node_input_to_proto
 from gnnstore.common.errors import ServerUnavailableError
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.sampler_input import node_input_to_proto
 from gnnstore.proto.sampling_options import options_to_proto
 
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"

@@ -38,10 +38,10 @@ from gnnstore.client import (
     server_stats,
 )
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
+from gnnstore.client.sampler_wire import node_input_to_proto
 from gnnstore.common.errors import AuthenticationError, PermissionDeniedError, ServerUnavailableError
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.reply_segment import ReplySegment
-from gnnstore.proto.sampler_input import node_input_to_proto
 from gnnstore.proto.sampling_options import options_to_proto
 
 TOKENS = {role: f"{role}-{secrets.token_urlsafe(24)}" for role in ("reader", "writer", "admin")}

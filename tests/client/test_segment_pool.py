@@ -11,10 +11,10 @@ from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
 from gnnstore.client import RemoteNeighborSampler, connect, segment_pool, server_stats
+from gnnstore.client.sampler_wire import node_input_to_proto
 from gnnstore.client.segment_pool import ReplySegmentPool
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.sampler_input import node_input_to_proto
 from gnnstore.proto.sampling_options import options_to_proto
 
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"

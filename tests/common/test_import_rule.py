@@ -144,7 +144,7 @@ STILL_ON_TORCH = {  # issue 47's to-do: the server's modules that still import t
         "backend.service.row_gathering", "backend.service.write_applier",
         "common.allocate", "common.attr_schema", "common.row_copy",
         "proto.codec", "proto.feature_request", "proto.key_codec", "proto.node_rows", "proto.reply_payload",
-        "proto.reply_segment", "proto.sampler_input", "proto.sampler_output", "proto.wire_dtypes",
+        "proto.reply_segment", "proto.wire_dtypes",
         "stores.base", "stores.edge_file_graph_store", "stores.edge_layout", "stores.edge_records",
         "stores.embedded_graph_store", "stores.id_map", "stores.neo4j_attached", "stores.neo4j_graph_store",
         "stores.neo4j_import", "stores.rocksdb_feature_store",

@@ -13,6 +13,7 @@ from torch_geometric.sampler import (
     SamplerOutput,
 )
 
+from gnnstore.client import sampler_wire
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.sample import Sample
 from gnnstore.proto import graph_pb2, node_rows, sampler_input, sampler_output, sampling_options
@@ -27,7 +28,7 @@ def test_homogeneous_output_round_trip() -> None:
         node={None: _ids(4, 2, 9)}, row={None: _ids(1, 2)}, col={None: _ids(0, 0)}, edge={None: _ids(7, 3)},
         batch=None, num_sampled_nodes={None: [1, 2]}, num_sampled_edges={None: [2]}, metadata=(_ids(0), None),
     )
-    back = sampler_output.output_from_proto(sampler_output.output_to_proto(out))
+    back = sampler_wire.output_from_proto(sampler_output.output_to_proto(out))
     assert isinstance(back, SamplerOutput)
     for name in ("node", "row", "col", "edge"):
         assert back_ids(getattr(back, name)) == getattr(out, name)[None].tolist()
@@ -49,7 +50,7 @@ def test_hetero_output_round_trip_keeps_tuple_keys_and_empty_types() -> None:
         num_sampled_nodes={"paper": [2, 0], "author": [0, 0]}, num_sampled_edges={et: [0]},
         metadata=(_ids(5, 6), np.array([[0], [1]]), None),
     )
-    back = sampler_output.output_from_proto(sampler_output.output_to_proto(out))
+    back = sampler_wire.output_from_proto(sampler_output.output_to_proto(out))
     assert isinstance(back, HeteroSamplerOutput)
     assert set(back.node) == {"paper", "author"} and list(back.row) == [et]
     assert type(next(iter(back.row))) is tuple
@@ -61,16 +62,16 @@ def test_hetero_output_round_trip_keeps_tuple_keys_and_empty_types() -> None:
 
 def test_node_input_round_trip() -> None:
     inputs = NodeSamplerInput(input_id=torch.tensor([0, 1]), node=torch.tensor([8, 3]), input_type="paper")
-    back = sampler_input.node_input_from_proto(sampler_input.node_input_to_proto(inputs))
+    back = sampler_input.node_input_from_proto(sampler_wire.node_input_to_proto(inputs))
     assert back.node.tolist() == [8, 3] and back.node.dtype == np.int64 and back.input_type == "paper"
     assert back.input_id.tolist() == [0, 1] and back.time is None
 
 
 def test_inputs_without_input_id_round_trip_as_none() -> None:
     nodes = NodeSamplerInput(input_id=None, node=torch.tensor([8, 3]))
-    assert sampler_input.node_input_from_proto(sampler_input.node_input_to_proto(nodes)).input_id is None
+    assert sampler_input.node_input_from_proto(sampler_wire.node_input_to_proto(nodes)).input_id is None
     links = EdgeSamplerInput(input_id=None, row=torch.tensor([1, 2]), col=torch.tensor([3, 4]))
-    back, _ = sampler_input.edge_input_from_proto(sampler_input.edge_input_to_proto(links, None))
+    back, _ = sampler_input.edge_input_from_proto(sampler_wire.edge_input_to_proto(links, None))
     assert back.input_id is None and back.col.tolist() == [3, 4]
 
 
@@ -83,7 +84,7 @@ def test_edge_input_round_trip(neg: NegativeSampling | None) -> None:
         label=torch.tensor([1.0, 2.0]),
         input_type=("a", "to", "b"),
     )
-    back, back_neg = sampler_input.edge_input_from_proto(sampler_input.edge_input_to_proto(inputs, neg))
+    back, back_neg = sampler_input.edge_input_from_proto(sampler_wire.edge_input_to_proto(inputs, neg))
     assert back.row.tolist() == [1, 2] and back.label.tolist() == [1.0, 2.0] and back.label.dtype == np.float32
     assert back.input_type == ("a", "to", "b")
     if neg is None:
@@ -116,12 +117,12 @@ def test_zero_hops_travel_apart_from_hops_not_sent() -> None:
 def test_mismatched_link_lengths_are_refused() -> None:
     inputs = EdgeSamplerInput(input_id=torch.tensor([0]), row=torch.tensor([1, 2]), col=torch.tensor([3, 4]))
     with pytest.raises(InvalidRequestError, match="one entry per link"):
-        sampler_input.edge_input_from_proto(sampler_input.edge_input_to_proto(inputs, None))
+        sampler_input.edge_input_from_proto(sampler_wire.edge_input_to_proto(inputs, None))
 
 
 def test_bad_negative_sampling_is_refused() -> None:
     inputs = EdgeSamplerInput(input_id=torch.tensor([0]), row=torch.tensor([1]), col=torch.tensor([3]))
-    request = sampler_input.edge_input_to_proto(inputs, NegativeSampling("binary", 1))
+    request = sampler_wire.edge_input_to_proto(inputs, NegativeSampling("binary", 1))
     request.neg_sampling.mode = "ternary"
     with pytest.raises(InvalidRequestError, match="ternary"):
         sampler_input.edge_input_from_proto(request)
