@@ -22,9 +22,7 @@ from dataclasses import dataclass
 
 import grpc
 import numpy as np
-import torch
 from google.protobuf.message import Message
-from torch import Tensor
 
 from . import graph_pb2, graph_pb2_grpc
 from .reply_segment import aligned
@@ -47,9 +45,9 @@ class PayloadWriter:
         self.arrays: list[tuple[int, np.ndarray]] = []
         self.size = 0
 
-    def empty(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor:
-        """An ordinary tensor: it joins the payload when it is placed."""
-        return torch.empty(shape, dtype=dtype)
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An ordinary array: it joins the payload when it is placed."""
+        return np.empty(shape, dtype)
 
     def ids(self, n: int) -> np.ndarray:
         """An ordinary int64 array: it joins the payload when it is placed."""

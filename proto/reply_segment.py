@@ -30,8 +30,6 @@ import weakref
 from typing import Protocol
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from . import graph_pb2
 
@@ -50,7 +48,7 @@ class ArrayWriter(Protocol):
     narrow_ids: bool
     """Whether ids that fit travel as int32 (bytes that cross the network) or stay int64."""
 
-    def empty(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor: ...
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray: ...
 
     def ids(self, n: int) -> np.ndarray: ...
 
@@ -180,18 +178,17 @@ class ReplyWriter:
             used=self.placed_bytes > 0, needed_bytes=self.needed_bytes, placed_bytes=self.placed_bytes
         )
 
-    def empty(self, shape: tuple[int, ...], *, dtype: torch.dtype) -> Tensor:
-        """An uninitialised tensor in the segment, or an ordinary one when it does not fit."""
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An uninitialised array in the segment, or an ordinary one when it does not fit."""
+        dtype = np.dtype(dtype)
         target = self._fresh(math.prod(shape) * dtype.itemsize)
         if target is None:
-            return torch.empty(shape, dtype=dtype)  # ``place`` counts it in ``needed_bytes``
-        return torch.from_numpy(target).view(dtype).reshape(shape)
+            return np.empty(shape, dtype)  # ``place`` counts it in ``needed_bytes``
+        return target.view(dtype).reshape(shape)
 
     def ids(self, n: int) -> np.ndarray:
-        """An uninitialised int64 array of ``n`` ids in the segment, or an ordinary one when it
-        does not fit."""
-        target = self._fresh(8 * n)
-        return np.empty(n, np.int64) if target is None else target.view(np.int64)
+        """An uninitialised int64 array of ``n`` ids, as ``empty`` makes it."""
+        return self.empty((n,), np.int64)
 
     def _fresh(self, nbytes: int) -> np.ndarray | None:
         """``nbytes`` reserved in the segment, or None when there are none or they do not fit."""

@@ -77,6 +77,14 @@ def _storage_dtype(dtype: torch.dtype) -> np.dtype:
         return np.dtype(f"u{dtype.itemsize}")
 
 
+def allocated(empty: Allocate | None, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+    """An uninitialised tensor of ``dtype`` viewing the array ``empty`` makes (its raw bits for a
+    dtype numpy lacks), or a new one without ``empty``."""
+    if empty is None:
+        return torch.empty(shape, dtype=dtype)
+    return torch.from_numpy(empty(shape, _storage_dtype(dtype))).view(dtype)
+
+
 def _group_key(group: Any) -> Any:
     """A group name read back from JSON: edge types come back as lists."""
     return tuple(group) if isinstance(group, list) else group
@@ -100,7 +108,7 @@ class TierArray:
     ) -> Tensor:
         """Rows of ``ids`` (global) in order, duplicates kept; range-checked once.
 
-        ``empty(shape, dtype=...)`` allocates the result (default: a new tensor). With
+        ``empty(shape, dtype)`` allocates the result's array (default: a new tensor). With
         ``placement = (at, length)`` the result has ``length`` rows and the row of ``ids[j]`` is
         written at ``at[j]``; the other rows are left as allocated.
 
@@ -117,7 +125,7 @@ class TierArray:
             )
         at, length = placement if placement is not None else (np.arange(ids.size), ids.size)
         if not ids.size:
-            return (empty or torch.empty)((length, *self.rows.shape[1:]), dtype=self.dtype)
+            return allocated(empty, (length, *self.rows.shape[1:]), self.dtype)
         n, low, high = self.rows.shape[0], int(ids.min()), int(ids.max())
         if low < 0 or high >= n:
             bad = low if low < 0 else high
@@ -125,7 +133,7 @@ class TierArray:
                 f"feature tier: id {bad} is out of range for node type {self.group_name!r}, "
                 f"attr {self.attr_name!r} (valid ids: 0..{n - 1})"
             )
-        out = (empty or torch.empty)((length, *self.rows.shape[1:]), dtype=self.dtype)
+        out = allocated(empty, (length, *self.rows.shape[1:]), self.dtype)
         if out.numel():
             ids = ids.astype(np.int64, copy=False)
             if self.reads is None:

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
-from gnnstore.backend.features.feature_tier import Change, FeatureTier, TierSnapshot
+from gnnstore.backend.features.feature_tier import Change, FeatureTier, TierSnapshot, allocated
 from gnnstore.common.allocate import Allocate
 from gnnstore.stores.row_index import resolve_index
 
@@ -126,6 +126,6 @@ class TieredFeatureStore(FeatureStore):
 def _placed(rows: Tensor, placement: tuple[np.ndarray, int], empty: Allocate | None) -> Tensor:
     """``rows`` written at ``placement[0]`` of a ``placement[1]``-row tensor."""
     at, length = placement
-    out = (empty or torch.empty)((length, *rows.shape[1:]), dtype=rows.dtype)
+    out = allocated(empty, (length, *rows.shape[1:]), rows.dtype)
     out[torch.from_numpy(at)] = rows
     return out

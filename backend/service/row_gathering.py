@@ -17,6 +17,7 @@ from torch import Tensor
 from torch_geometric.data import TensorAttr
 
 from gnnstore.backend.engine.degree_ranking import DegreeRanking
+from gnnstore.backend.features.feature_tier import allocated
 from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.service.served_graph import SampledVersion
 from gnnstore.common.allocate import Allocate
@@ -123,7 +124,7 @@ class RowGatherer:
                 out.update(zip(at, self._store.gather([queries[i] for i in at], allocate, [placements[i] for i in at])))
         for i in rounded:
             wide = out[i]
-            out[i] = (torch.empty if empty is None else empty)(tuple(wide.shape), dtype=wire[i])
+            out[i] = allocated(empty, tuple(wide.shape), wire[i])
             out[i].copy_(wide)
         return [out[i] for i in range(len(queries))]
 

@@ -150,8 +150,8 @@ def test_placed_rows_land_at_their_positions_and_nowhere_else(
     ids, at = torch.tensor([5, 9, 5]), np.array([4, 0, 2])
     x = store.get_tensor(group_name="paper", attr_name="x", index=None)
 
-    def sentinel(shape: tuple[int, ...], *, dtype: torch.dtype) -> torch.Tensor:
-        return torch.full(shape, -7.0, dtype=dtype)
+    def sentinel(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return np.full(shape, -7.0, dtype)
 
     (got,) = reader.gather([TensorAttr("paper", "x", ids)], sentinel, [(at, 6)])
     assert got.shape == (6, 6)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from gnnstore.proto import codec, graph_pb2
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.proto import codec, graph_pb2
 from gnnstore.proto.reply_segment import (
     ALIGNMENT,
     HEADER_BYTES,
@@ -59,10 +59,10 @@ def test_ids_stay_int64_inside_the_segment_and_rows_built_there_are_not_copied(s
     ids = codec.ids_to_proto(torch.tensor([5, 0, 1 << 20]), out)
     assert ids.dtype == "int64" and ids.HasField("shared")
     assert codec.ids_to_proto(torch.tensor([5, 0, 1 << 20])).dtype == "int32"  # inline: narrowed
-    rows = out.empty((4, 3), dtype=torch.float32)
-    rows.copy_(torch.arange(12.0).reshape(4, 3))
+    rows = out.empty((4, 3), np.float32)
+    rows[:] = np.arange(12.0).reshape(4, 3)
     placed = out.placed_bytes
-    message = codec.tensor_to_proto(rows, out)
+    message = codec.array_to_proto(rows, out)
     assert out.placed_bytes == placed  # already in the segment: referenced, not copied
     assert torch.equal(codec.tensor_from_proto(message, shared=shared(segment)), torch.arange(12.0).reshape(4, 3))
     decoded = codec.ids_from_proto(ids, shared=shared(segment))
@@ -77,8 +77,8 @@ def test_what_does_not_fit_travels_inline_and_the_needed_size_is_reported() -> N
     first, second = codec.tensor_to_proto(fits, out), codec.tensor_to_proto(too_big, out)
     assert first.HasField("shared") and not second.HasField("shared") and second.data
     assert torch.equal(codec.tensor_from_proto(second, shared=shared(small)), too_big)
-    built_elsewhere = out.empty((100,), dtype=torch.float32)  # does not fit either
-    codec.tensor_to_proto(built_elsewhere, out)
+    built_elsewhere = out.empty((100,), np.float32)  # does not fit either
+    codec.array_to_proto(built_elsewhere, out)
     use = out.use()
     assert use.used and use.placed_bytes == 40
     assert use.needed_bytes == HEADER_BYTES + 64 + 448 + 448  # the header, then each array once, aligned
@@ -146,7 +146,7 @@ def test_the_nonce_lies_in_the_header_the_server_never_writes(segment: ReplySegm
     offset, target = out.reserve(8)
     assert offset >= HEADER_BYTES
     target[:] = 255
-    out.empty((4,), dtype=torch.int64).fill_(-1)
+    out.empty((4,), np.int64).fill(-1)
     assert bytes(segment.view[:NONCE_BYTES]) == nonce
 
 
