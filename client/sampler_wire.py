@@ -1,9 +1,6 @@
 """PyG's sampler inputs to their wire form, and sampler outputs from it: the client's half of
-``proto/sampler_input.py`` and ``proto/sampler_output.py``.
-
-Node ids in ``node`` are global; ``row``/``col`` and every index in ``metadata`` are local
-(positions in the batch's node list); ``edge`` holds global edge ids. See ``graph.proto``.
-"""
+``proto/sampler_input.py`` and ``proto/sampler_output.py`` (whose docstring says which ids are
+global and which local)."""
 from __future__ import annotations
 
 from torch import Tensor
