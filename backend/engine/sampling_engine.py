@@ -26,6 +26,7 @@ from gnnstore.backend.engine.topology import TopologySnapshot, edge_ends, index_
 from gnnstore.backend.engine.weight_index import WeightIndex
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.graph_types import EdgeType, NodeType, checked_edge_type
+from gnnstore.common.host_array import host_array
 from gnnstore.common.sample import MakeIds, Sample
 
 logger = logging.getLogger(__name__)
@@ -438,12 +439,9 @@ def _joined(parts: list[np.ndarray], make_ids: MakeIds) -> np.ndarray:
 
 def _check_ids(node_type: NodeType | None, ids: object, num_nodes: int) -> np.ndarray:
     """Seed ids as a contiguous int64 array, or an error naming the node type and the bad id."""
-    if not hasattr(ids, "__array__") or isinstance(ids, (str, bytes)):
+    array = host_array(ids)  # a tensor too (a CPU one without a copy)
+    if array is None:
         raise InvalidRequestError(f"seeds of node type {node_type!r} must be a 1-D array, got {type(ids).__name__}")
-    try:
-        array = np.asarray(ids)  # a CPU tensor too, without a copy
-    except TypeError as exc:  # e.g. a tensor on a GPU, or of a dtype numpy lacks
-        raise InvalidRequestError(f"seeds of node type {node_type!r} must be integer ids on the CPU: {exc}") from None
     if array.ndim != 1:
         raise InvalidRequestError(f"seeds of node type {node_type!r} must be a 1-D array, got {array.shape}")
     if array.dtype.kind not in "iu":
