@@ -55,15 +55,15 @@ def server_side(x: torch.Tensor, work: Path, num_ids: int, repeats: int) -> None
         put_s = time.perf_counter() - start
         tier = FeatureTier(work / "tier")
         start = time.perf_counter()
-        tier.refresh(store)
+        tier.refresh(store.rows)
         export_s = time.perf_counter() - start
         rows_db = store.get_tensor(group_name=None, attr_name="x", index=ids)
-        rows_tier = tier.gather(None, "x", ids)
-        assert torch.equal(rows_db, x[ids]) and torch.equal(rows_tier, x[ids])
+        rows_tier = tier.gather(None, "x", ids.numpy())
+        assert torch.equal(rows_db, x[ids]) and np.array_equal(rows_tier, x[ids].numpy())
         figures = {
             "in-memory numpy gather": best_of(lambda: x_np[ids.numpy()], repeats),
             "in-memory torch index_select": best_of(lambda: x.index_select(0, ids), repeats),
-            "feature tier gather (mmap, warm)": best_of(lambda: tier.gather(None, "x", ids), repeats),
+            "feature tier gather (mmap, warm)": best_of(lambda: tier.gather(None, "x", ids.numpy()), repeats),
             "RocksDB multi-get": best_of(
                 lambda: store.get_tensor(group_name=None, attr_name="x", index=ids), repeats
             ),

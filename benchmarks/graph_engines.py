@@ -47,14 +47,14 @@ def measure(kind: str, root: Path, nodes: int, edges: int) -> dict[str, float]:
     base = psutil.Process().memory_info().rss
     figures = {}
     with timed(figures, "ingest"), open_store(read_only=False) as store:
-        store.put_edge_index((row, col), ("paper", "cites", "paper"), "coo", size=(nodes, nodes))
+        store.put_edges((row, col), ("paper", "cites", "paper"), "coo", (nodes, nodes))
     del row, col
     figures["disk"] = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     with open_store(read_only=True) as store:
         with timed(figures, "snapshot"):
             build_snapshot(store, root / "snapshots")
         with timed(figures, "scan"):
-            scanned = sum(r.numel() for r, _, _ in store.iter_edge_index(("paper", "cites", "paper")))
+            scanned = sum(r.size for r, _, _ in store.iter_edge_index(("paper", "cites", "paper")))
     assert scanned == edges
     figures["peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
     return figures

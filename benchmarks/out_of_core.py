@@ -80,7 +80,7 @@ def disk_read_rate(data_dir: Path, reads: int = 20_000) -> tuple[float, float]:
     cpu, started = time.process_time(), time.perf_counter()
     rows = array.gather(ids)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-    return rows.numel() * rows.element_size() / seconds / 1e6, cpu / len(ids) * 1e6
+    return rows.nbytes / seconds / 1e6, cpu / len(ids) * 1e6
 
 
 def _live(data_dir: Path) -> Path:

@@ -8,7 +8,8 @@ A generated graph (default 100k nodes, average degree 10, 64 float32 features) i
 prints the server's own start-up time (kill to serving), the trainer's stall (the longest wait
 for one batch after the kill; batches made ahead arrive without one), the time from serving
 to the first batch after it, and the undisturbed median batch time; every epoch is checked to
-hold every seed once.
+hold every seed once. First it prints the idle server's private memory (what the kernel charges
+it alone: ``Private_Clean + Private_Dirty`` of ``/proc/<pid>/smaps_rollup``) and its RSS.
 
     nice python -m benchmarks.restart --small   # 20k nodes
     nice python -m benchmarks.restart
@@ -74,6 +75,15 @@ def one_epoch(data_dir: Path, port: int, work: Path, seeds: int, prefetch: bool,
     }
 
 
+def idle_memory(pid: int) -> tuple[int, int]:
+    """A process's private bytes (``Private_Clean + Private_Dirty``) and its RSS, in bytes."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        name, value, *_ = line.split()
+        fields[name.rstrip(":")] = int(value) * 1024
+    return fields["Private_Clean"] + fields["Private_Dirty"], fields["Rss"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=100_000)
@@ -91,7 +101,13 @@ def main() -> None:
         with open_stores(work / "data") as stores:
             ingest_graph(graph, stores)
         port = free_port()
+        started = time.monotonic()
         server = [ServerProcess(work / "data", "--read-only", "--port", str(port), log=work / "first.log")]
+        serving_s = time.monotonic() - started
+        time.sleep(2.0)  # idle: past its start-up work
+        private, rss = idle_memory(server[0].proc.pid)
+        print(f"First start (it builds the topology snapshot and the feature tier): {serving_s:.2f} s; "
+              f"idle, it holds {private / 2**20:.0f} MB private memory (RSS {rss / 2**20:.0f} MB).")
         cache_bytes = args.nodes * 64 * 4 // 5
         print(f"Graph: {args.nodes:,} nodes, avg degree 10, 64 float32 features; {seeds:,} seeds "
               f"in batches of {BATCH_SIZE}, fanouts [15, 10], 20% cache; kill after batch {args.kill_after}.")

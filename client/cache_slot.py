@@ -32,7 +32,7 @@ class CacheSlot:
         self.static_rows = static_rows
         self.capacity = static_rows + dynamic_rows
         self.storage = {
-            s.attr_name: torch.empty((self.capacity, *s.shape[1:]), dtype=s.dtype, device=device)
+            s.attr_name: torch.empty((self.capacity, *s.shape[1:]), dtype=getattr(torch, s.dtype), device=device)
             for s in specs
         }
         self.policy = policy(static_rows, dynamic_rows) if policy and dynamic_rows else None
@@ -113,10 +113,11 @@ class CacheSlot:
         """``rows`` if they are ``attr_name``'s dtype with one row per id of ``ids`` (global)."""
         spec = self.spec(attr_name)
         want = (ids.shape[0], *spec.shape[1:])
-        if not isinstance(rows, Tensor) or rows.dtype != spec.dtype or tuple(rows.shape) != want:
+        dtype = getattr(torch, spec.dtype)
+        if not isinstance(rows, Tensor) or rows.dtype != dtype or tuple(rows.shape) != want:
             got = (getattr(rows, "dtype", type(rows)), tuple(getattr(rows, "shape", ())))
             raise InvalidRequestError(
-                f"rows for ({self.node_type!r}, {attr_name!r}) must be {spec.dtype} of shape "
+                f"rows for ({self.node_type!r}, {attr_name!r}) must be {dtype} of shape "
                 f"{want}; got {got[0]} of shape {got[1]}"
             )
         return rows

@@ -258,7 +258,7 @@ class FeatureCache:
         specs = [slot.spec(name) for name in attr_names]
         ids = slot.check_ids(ids)
         if into is None:
-            outs = [self._empty((ids.shape[0], *s.shape[1:]), s.dtype) for s in specs]
+            outs = [self._empty((ids.shape[0], *s.shape[1:]), getattr(torch, s.dtype)) for s in specs]
         else:
             outs = list(into)
             self._check_into(specs, ids.shape[0], outs)
@@ -482,11 +482,12 @@ class FeatureCache:
     def _check_into(self, specs: list[AttrSchema], num_ids: int, outs: list[Tensor]) -> None:
         for spec, out in zip(specs, outs, strict=True):
             shape = (num_ids, *spec.shape[1:])
-            if out.dtype != spec.dtype or tuple(out.shape) != shape or out.device != self.device:
+            dtype = getattr(torch, spec.dtype)
+            if out.dtype != dtype or tuple(out.shape) != shape or out.device != self.device:
                 raise InvalidRequestError(
                     f"rows of node type {spec.group_name!r}, attr {spec.attr_name!r} cannot go into a "
                     f"{out.dtype} tensor of shape {list(out.shape)} on {out.device}; "
-                    f"need {spec.dtype}, {list(shape)} on {self.device}"
+                    f"need {dtype}, {list(shape)} on {self.device}"
                 )
 
     def _slot(self, group_name: Any) -> CacheSlot:
@@ -504,7 +505,7 @@ class FeatureCache:
         if dst.is_cuda:
             dst.index_copy_(0, self._on_device(dst_at), src.index_select(0, self._on_device(src_at)))
         else:
-            copy_rows(row_words(dst), dst_at, row_words(src.contiguous()), src_at)
+            copy_rows(row_words(_row_bytes(dst)), dst_at, row_words(_row_bytes(src.contiguous())), src_at)
 
     def _empty(self, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
         """A batch tensor on the cache's device; on the CPU from resident, recycled memory."""
@@ -515,3 +516,8 @@ class FeatureCache:
     def _on_device(self, positions: np.ndarray) -> Tensor:
         """Row positions as the int64 index torch's index kernels take (the cache keeps int32)."""
         return torch.from_numpy(positions).to(self.device, torch.int64)
+
+
+def _row_bytes(rows: Tensor) -> np.ndarray:
+    """A contiguous CPU tensor's rows as bytes (numpy lacks some of torch's dtypes)."""
+    return rows.reshape(rows.shape[0], -1).view(torch.uint8).numpy()

@@ -49,12 +49,12 @@ from torch_geometric.data import TensorAttr
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 from torch_geometric.typing import NodeType
 
+from gnnstore.client.received_rows import ReceivedRows
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.graph_types import edge_group_of, is_edge_group
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.feature_request import HotPrefix, IdBitmap, compact_ids, feature_request_to_proto
-from gnnstore.proto.node_rows import NodeRows
-from gnnstore.proto.wire_dtypes import WIRE_DTYPES, wire_dtype_name
+from gnnstore.proto.wire_dtypes import wire_dtype_name
 
 if TYPE_CHECKING:
     from gnnstore.client.feature_cache import FeatureCache
@@ -111,7 +111,7 @@ class ExchangeCache(Protocol):
 class _Delivery:
     """The rows one sample brought, per node type, with the batch's ``n_id`` they belong to."""
 
-    def __init__(self, nodes: dict[NodeType | None, Tensor], rows: list[NodeRows]) -> None:
+    def __init__(self, nodes: dict[NodeType | None, Tensor], rows: list[ReceivedRows]) -> None:
         self.nodes = nodes
         self.rows = {r.group: r for r in rows}
 
@@ -135,7 +135,7 @@ class _Delivery:
 class _EdgeDelivery:
     """The edge rows one sample brought, per edge group, with the sample's edge ids."""
 
-    def __init__(self, edges: dict[Any, Tensor], rows: list[NodeRows]) -> None:
+    def __init__(self, edges: dict[Any, Tensor], rows: list[ReceivedRows]) -> None:
         self.edges = edges
         self.rows = {r.group: r for r in rows}
 
@@ -177,7 +177,7 @@ class FeatureExchange:
         self.hot = dict(hot or {})
         self.edge_attrs = edge_attrs
         self.edge_cache = edge_cache
-        self.wire_dtype = None if wire_dtype is None else WIRE_DTYPES[wire_dtype_name(wire_dtype)]
+        self.wire_dtype = None if wire_dtype is None else getattr(torch, wire_dtype_name(wire_dtype))
         self.delivered_rows = self.delivered_bytes = self.fetched_rows = self.fetched_bytes = 0
         self._lock = threading.Lock()
         self._pending: deque[_Delivery] = deque(maxlen=PENDING_BATCHES)
@@ -225,14 +225,14 @@ class FeatureExchange:
         return feature_request_to_proto(attrs, known, hot, self.wire_dtype)
 
     def deliver(
-        self, out: SamplerOutput | HeteroSamplerOutput, rows: list[NodeRows], schema: Sequence[AttrSchema] = ()
+        self, out: SamplerOutput | HeteroSamplerOutput, rows: list[ReceivedRows], schema: Sequence[AttrSchema] = ()
     ) -> None:
         """Keep the rows a sample brought until the loader (and ``EdgeFeatures``) ask for them;
         rows that travelled as ``wire_dtype`` go back to their dtype in ``schema``."""
         sent_rows = sum(r.ids.numel() * len(r.rows) for r in rows)  # aligned: rows written
         sent_bytes = sum(sum(t.numel() * t.element_size() for t in r.rows.values()) - r.bytes_unwritten for r in rows)
         if self.wire_dtype is not None:
-            dtypes: dict[Any, dict[str, torch.dtype]] = {}
+            dtypes: dict[Any, dict[str, str]] = {}
             for spec in schema:
                 dtypes.setdefault(spec.group_name, {})[spec.attr_name] = spec.dtype
             rows = [r.widened(dtypes.get(r.group, {}), self.wire_dtype) for r in rows]
@@ -317,7 +317,7 @@ class FeatureExchange:
         return None
 
     def _assemble(
-        self, group: NodeType | None, names: list[str], index: Tensor, delivered: NodeRows, fetch: FetchRows
+        self, group: NodeType | None, names: list[str], index: Tensor, delivered: ReceivedRows, fetch: FetchRows
     ) -> list[Tensor]:
         """Rows of ``index`` for ``names`` from the delivered rows, the cache, or fetch."""
 
@@ -334,7 +334,7 @@ class FeatureExchange:
             return from_delivery(index)
         return _read_through(self.cache, group, names, index, from_delivery)
 
-    def _aligned_rows_written(self, index: Tensor, delivered: NodeRows, names: list[str]) -> np.ndarray | None:
+    def _aligned_rows_written(self, index: Tensor, delivered: ReceivedRows, names: list[str]) -> np.ndarray | None:
         """Which rows of aligned ``delivered`` hold theirs (a mask over ``index``), or ``None``
         when they cannot be filled in place: another length or ids than ``index``, or a cache
         off the CPU."""
@@ -380,7 +380,7 @@ def _read_through(
     return cache.fill(read, source(wanted) if wanted.numel() else [])
 
 
-def _delivered_rows(delivered: NodeRows, names: list[str], ids: Tensor, fetch_missing: FetchMissing) -> list[Tensor]:
+def _delivered_rows(delivered: ReceivedRows, names: list[str], ids: Tensor, fetch_missing: FetchMissing) -> list[Tensor]:
     """Rows of ``ids`` for ``names`` from rows delivered one per id; ``fetch_missing`` reads
     those that were not delivered (e.g. a cached row named in the request was evicted before
     its batch was read)."""

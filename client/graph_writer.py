@@ -29,13 +29,12 @@ from gnnstore.proto.codec import (
     attr_name_to_wire,
     edge_type_from_proto,
     edge_type_to_proto,
-    ids_from_proto,
     ids_to_proto,
     node_type_from_proto,
     node_type_to_proto,
-    tensor_to_proto,
 )
 from gnnstore.proto.key_codec import keys_to_proto
+from gnnstore.proto.tensor_codec import ids_from_proto, tensor_to_proto
 
 NodeKeys = Sequence[int | str] | Tensor
 

@@ -19,8 +19,9 @@ from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.common.graph_types import is_edge_group
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.codec import ids_from_proto, node_type_to_proto
+from gnnstore.proto.codec import node_type_to_proto
 from gnnstore.proto.feature_request import HotPrefix
+from gnnstore.proto.tensor_codec import ids_from_proto
 
 logger = logging.getLogger(__name__)
 

@@ -17,6 +17,8 @@ from torch_geometric.data import FeatureStore, TensorAttr
 
 from gnnstore.client.channel import Connection, as_connection
 from gnnstore.client.feature_exchange import FeatureExchange
+from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.proto import feature_pb2
 from gnnstore.proto.codec import (
     attr_key_to_proto,
@@ -24,11 +26,8 @@ from gnnstore.proto.codec import (
     attr_schema_from_proto,
     ids_to_proto,
     set_group,
-    tensor_from_proto,
-    tensor_to_proto,
 )
-from gnnstore.common.attr_schema import AttrSchema
-from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto.tensor_codec import tensor_from_proto, tensor_to_proto
 
 logger = logging.getLogger(__name__)
 

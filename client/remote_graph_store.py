@@ -14,7 +14,8 @@ from torch_geometric.typing import EdgeTensorType
 
 from gnnstore.client.channel import Connection, as_connection
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.codec import edge_type_from_proto, edge_type_to_proto, tensor_from_proto
+from gnnstore.proto.codec import edge_type_from_proto, edge_type_to_proto
+from gnnstore.proto.tensor_codec import tensor_from_proto
 
 SERVICE = "GraphService"
 

@@ -8,8 +8,9 @@ from torch_geometric.typing import NodeType
 
 from gnnstore.client.channel import Connection, as_connection
 from gnnstore.proto import idmap_pb2
-from gnnstore.proto.codec import ids_from_proto, ids_to_proto, node_type_to_proto
+from gnnstore.proto.codec import ids_to_proto, node_type_to_proto
 from gnnstore.proto.key_codec import NodeKey, keys_from_proto, keys_to_proto
+from gnnstore.proto.tensor_codec import ids_from_proto
 
 
 class RemoteIdMap:
@@ -40,4 +41,4 @@ class RemoteIdMap:
         """
         request = idmap_pb2.ToKeysRequest(node_type=node_type_to_proto(node_type), ids=ids_to_proto(ids))
         keys = keys_from_proto(self.connection.call("IdMapService", "ToKeys", request).keys)
-        return keys.tolist() if isinstance(keys, Tensor) else keys
+        return keys if isinstance(keys, list) else keys.tolist()

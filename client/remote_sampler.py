@@ -40,6 +40,7 @@ from torch_geometric.typing import DEFAULT_REL, EdgeType
 
 from gnnstore.client.admin import server_info
 from gnnstore.client.channel import Connection
+from gnnstore.client.received_rows import received_rows_from_proto
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.client.sampler_wire import edge_input_to_proto, node_input_to_proto, output_from_proto
@@ -47,7 +48,6 @@ from gnnstore.common.call_seed import seeded_call_seed
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.temporal import TEMPORAL_STRATEGIES
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.node_rows import node_rows_from_proto
 from gnnstore.proto.sampling_options import options_to_proto
 
 logger = logging.getLogger(__name__)
@@ -293,7 +293,7 @@ class RemoteNeighborSampler(BaseSampler):
         if shared is None:  # no segment, or the server refused it: the arrays came in the payload
             shared = received.payload
         out = output_from_proto(reply, shared)
-        rows = [node_rows_from_proto(r, shared) for r in reply.features]
+        rows = [received_rows_from_proto(r, shared) for r in reply.features]
         if self.feature_store is not None:
             self.feature_store.exchange.deliver(out, rows, self.feature_store.schema())
         return out

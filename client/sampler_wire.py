@@ -17,13 +17,11 @@ from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import (
     edge_type_from_proto,
     edge_type_to_proto,
-    ids_from_proto,
     ids_to_proto,
     node_type_from_proto,
     node_type_to_proto,
-    optional_tensor_from_proto,
-    optional_tensor_to_proto,
 )
+from gnnstore.proto.tensor_codec import ids_from_proto, optional_tensor_from_proto, optional_tensor_to_proto
 
 
 def node_input_to_proto(inputs: NodeSamplerInput) -> graph_pb2.SampleFromNodesRequest:

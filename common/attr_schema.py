@@ -2,8 +2,7 @@
 
 The one record every room uses for it: the RocksDB store's ``tensor_schema()``, the wire's
 ``TensorSchema`` message (``proto.codec.attr_schema_to_proto`` / ``_from_proto``), the client's
-``RemoteFeatureStore.schema()`` and the feature cache's slots. ``DTYPES`` names every dtype an
-attribute may have.
+``RemoteFeatureStore.schema()`` and the feature cache's slots.
 """
 from __future__ import annotations
 
@@ -11,32 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
+from gnnstore.common.dtypes import ITEMSIZE, dtype_name
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.graph_types import is_edge_group
-
-DTYPES: dict[str, torch.dtype] = {
-    name: getattr(torch, name)
-    for name in (
-        "bool", "uint8", "int8", "int16", "int32", "int64",
-        "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
-    )
-}
-
-
-def dtype_from_name(name: str) -> torch.dtype:
-    """The torch dtype of a name (``"float32"`` -> ``torch.float32``).
-
-    Raises:
-        InvalidRequestError: unknown name.
-    """
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise InvalidRequestError(
-            f"unknown tensor dtype {name!r} (supported: {sorted(DTYPES)})"
-        ) from None
 
 
 @dataclass(frozen=True)
@@ -47,7 +23,8 @@ class AttrSchema:
     a heterogeneous graph's edge attributes and ``(None, None)`` for a homogeneous one's; ``N``
     counts the group's nodes or edges.
 
-    ``dtype`` may be given by its name (``"float32"``); ``shape`` as any sequence of ints.
+    ``dtype`` is the dtype's name (``"float32"``; ``getattr(torch, schema.dtype)`` is the torch
+    dtype), and may be given as a torch or numpy dtype; ``shape`` as any sequence of ints.
 
     Raises:
         InvalidRequestError: an unknown dtype or a shape without a node dimension.
@@ -55,17 +32,16 @@ class AttrSchema:
 
     group_name: Any
     attr_name: str
-    dtype: torch.dtype
+    dtype: str
     shape: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        dtype = dtype_from_name(self.dtype) if isinstance(self.dtype, str) else self.dtype
-        if not isinstance(dtype, torch.dtype) or len(self.shape) < 1:
+        if len(self.shape) < 1:
             raise InvalidRequestError(
-                f"attr ({self.group_name!r}, {self.attr_name!r}) needs a torch dtype and a shape "
-                f"[num_nodes, *row]; got dtype={self.dtype!r} shape={self.shape!r}"
+                f"attr ({self.group_name!r}, {self.attr_name!r}) needs a shape [num_nodes, *row]; "
+                f"got {self.shape!r}"
             )
-        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "dtype", dtype_name(self.dtype))
         object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
 
     @property
@@ -76,4 +52,4 @@ class AttrSchema:
     @property
     def row_bytes(self) -> int:
         """Bytes of one node's (or edge's) row."""
-        return math.prod(self.shape[1:]) * self.dtype.itemsize
+        return math.prod(self.shape[1:]) * ITEMSIZE[self.dtype]

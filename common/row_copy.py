@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-import torch
-from torch import Tensor
 
 from gnnstore.common.cpu_prefetch import prefetch
 
@@ -44,11 +42,8 @@ def copy_rows(dst: np.ndarray, dst_at: np.ndarray, src: np.ndarray, src_at: np.n
             dst[d, k] = src[s, k]
 
 
-def row_words(array: np.ndarray | Tensor) -> np.ndarray:
+def row_words(array: np.ndarray) -> np.ndarray:
     """A contiguous array's rows as a 2-D array of the widest unsigned words that fit (a view)."""
-    if isinstance(array, Tensor):
-        flat = array.reshape(array.shape[0], -1).view(torch.uint8).numpy()
-    else:
-        flat = array.reshape(array.shape[0], -1).view(np.uint8)
+    flat = array.reshape(array.shape[0], -1).view(np.uint8)
     width = next(w for w in (8, 4, 2, 1) if flat.shape[1] % w == 0)
     return flat.view(f"u{width}")

@@ -349,7 +349,7 @@ def adopt_command(import_dir: Path, neo4j_uri: str | None, neo4j_user: str | Non
         store.verify()
         store.adopt_import(import_dir)
         click.echo(f"adopted the imported graph in {target.neo4j_uri}: "
-                   f"{', '.join(str(a.edge_type) for a in store.get_all_edge_attrs())} (version {store.version()})")
+                   f"{', '.join(str(a.edge_type) for a in store.edge_attrs())} (version {store.version()})")
     finally:
         store.close()
 

@@ -9,7 +9,7 @@ the writes run in this order, each atomic on its own:
 1. the id map, one ``map_keys`` (or ``identity``) per node type;
 2. the feature store, one whole-tensor put per (node type, attr) (an SST file switched in by one
    WriteBatch) or, when the ingest adds rows to a type, one indexed put;
-3. per edge type: its stored edge attributes removed, one ``put_edge_index``, which replaces
+3. per edge type: its stored edge attributes removed, one ``put_edges``, which replaces
    the edge type (and gives its edges new ids), then one whole put per edge attribute.
 
 A crash between two writes leaves a prefix of them: ids given to keys whose features or edges
@@ -34,8 +34,10 @@ from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from tqdm import tqdm
 
+from gnnstore.common.dtypes import dtype_name
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.common.graph_types import EdgeType, NodeType, edge_group_of
+from gnnstore.common.tensor_rows import tensor_rows
 from gnnstore.ingest.plan import EdgePlan, NodePlan, plan_ingest
 from gnnstore.ingest.report import IngestReport, IngestStep
 
@@ -138,7 +140,7 @@ def _plan_ids(id_map: IdMap, plan: NodePlan) -> _IdPlan:
     """
     if plan.node_type not in id_map.node_types():
         return _IdPlan(torch.arange(plan.num_nodes), plan.num_nodes, plan.num_nodes, False)
-    ids = id_map.lookup(plan.node_type, _keys_or_range(plan))
+    ids = torch.from_numpy(id_map.lookup(plan.node_type, _keys_or_range(plan)))
     new = ids < 0
     new_keys = int(new.sum())
     known = id_map.num_nodes(plan.node_type)
@@ -161,7 +163,7 @@ def _map_ids(id_map: IdMap, plan: NodePlan, planned: _IdPlan) -> None:
     if not planned.known_type and plan.keys is None:
         id_map.identity(plan.node_type, plan.num_nodes)  # nothing written per key
         return
-    ids = id_map.map_keys(plan.node_type, _keys_or_range(plan))
+    ids = torch.from_numpy(id_map.map_keys(plan.node_type, _keys_or_range(plan)))
     if not torch.equal(ids, planned.ids):
         raise PreconditionError(
             f"node type {plan.node_type!r}: the id map gave this ingest's keys other ids than "
@@ -187,10 +189,11 @@ def _check_rows_fit(stores: Stores, plan: NodePlan, ids: Tensor, num_nodes: int)
                 f"node type {nt!r} has {num_nodes} nodes but attr {name!r} is given for "
                 f"{plan.num_nodes} of them and not stored for the others"
             )
-        if schema.dtype != tensor.dtype or tuple(schema.shape[1:]) != tuple(tensor.shape[1:]):
+        given = dtype_name(tensor.dtype)
+        if schema.dtype != given or tuple(schema.shape[1:]) != tuple(tensor.shape[1:]):
             raise InvalidRequestError(
                 f"node type {nt!r}: attr {name!r} is stored as {schema.dtype} rows of shape "
-                f"{list(schema.shape[1:])}, got {tensor.dtype} rows of shape "
+                f"{list(schema.shape[1:])}, got {given} rows of shape "
                 f"{list(tensor.shape[1:])}"
             )
     for name, schema in stored.items():
@@ -217,9 +220,7 @@ def _put_features(
             if whole and not in_order:  # every id, permuted: scatter into global order
                 rows = torch.empty_like(tensor)
                 rows[ids] = tensor
-            stores.feature_store.put_tensor(
-                rows, group_name=plan.node_type, attr_name=name, index=index
-            )
+            _put_rows(stores, plan.node_type, name, rows, index)
 
 
 def _remove_edge_features(stores: Stores, edge_type: EdgeType | None) -> None:
@@ -228,16 +229,14 @@ def _remove_edge_features(stores: Stores, edge_type: EdgeType | None) -> None:
     group = edge_group_of(edge_type)
     for schema in stores.feature_store.tensor_schema():
         if schema.group_name == group:
-            stores.feature_store.remove_tensor(group_name=group, attr_name=schema.attr_name, index=None)
+            stores.feature_store.remove(group, schema.attr_name)
 
 
 def _put_edge_features(stores: Stores, plan: EdgePlan, report: IngestReport, bar: tqdm) -> None:
     """Put every edge attr of one edge type whole, a row per edge in edge-id order."""
     for name, tensor in plan.attrs.items():
         with _step(report, bar, "features", f"{_type_label(plan.edge_type)}.{name}", tensor.size(0)):
-            stores.feature_store.put_tensor(
-                tensor, group_name=edge_group_of(plan.edge_type), attr_name=name, index=None
-            )
+            _put_rows(stores, edge_group_of(plan.edge_type), name, tensor)
 
 
 def _put_edges(
@@ -247,10 +246,13 @@ def _put_edges(
     """Replace one edge type by ``plan``'s edges, translated to global ids."""
     row = _global(ids[plan.src_type], plan.edge_index[0])
     col = _global(ids[plan.dst_type], plan.edge_index[1])
-    stores.graph_store.put_edge_index(
-        (row, col), edge_type=plan.edge_type, layout="coo",
-        size=(num_nodes[plan.src_type], num_nodes[plan.dst_type]),
-    )
+    stores.graph_store.put_edges((row, col), plan.edge_type, "coo", (num_nodes[plan.src_type], num_nodes[plan.dst_type]))
+
+
+def _put_rows(stores: Stores, group: object, name: str, rows: Tensor, index: Tensor | None = None) -> None:
+    """Write ``rows`` of one attribute (whole, or at ``index``)."""
+    array, dtype = tensor_rows(rows, f"feature {group!r}.{name!r}")
+    stores.feature_store.write(group, name, array, dtype, None if index is None else index.numpy())
 
 
 def _global(ids: Tensor, positions: Tensor) -> Tensor:

@@ -204,7 +204,7 @@ def _note_changes(stores: Stores, spec: AttachSpec, keys: dict[str, np.ndarray],
     for label in spec.labels:
         if label in stores.id_map.node_types():
             known = stores.id_map.num_nodes(label)
-            ids = stores.id_map.lookup(label, keys[label])
+            ids = torch.from_numpy(stores.id_map.lookup(label, keys[label]))
             report.new_nodes[label] = int((ids < 0).sum())
             present = torch.zeros(known, dtype=torch.bool)
             present[ids[ids >= 0]] = True

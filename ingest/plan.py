@@ -11,9 +11,9 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
+from gnnstore.common.dtypes import ITEMSIZE
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.graph_types import EdgeType, NodeType
-from gnnstore.stores.rocksdb_feature_store import STORABLE_DTYPES
 
 logger = logging.getLogger(__name__)
 
@@ -202,6 +202,6 @@ def _storable(value: object, owner: str, name: str) -> Tensor | None:
     if not isinstance(value, Tensor):
         logger.warning("%s: attr %r is a %s, not a tensor; skipped", owner, name, type(value).__name__)
         return None
-    if value.dtype not in STORABLE_DTYPES:
+    if str(value.dtype).removeprefix("torch.") not in ITEMSIZE:
         raise InvalidRequestError(f"{owner}: attr {name!r} has dtype {value.dtype}, which the feature store cannot hold")
     return value.detach().cpu()

@@ -1,12 +1,12 @@
-"""Tensors and PyG type keys to and from their wire form.
+"""Arrays and PyG type keys to and from their wire form (``tensor_codec.py`` adds torch tensors).
 
-Tensors travel as raw little-endian bytes with a dtype name and a shape. Encoding costs the one
-copy protobuf needs to own a ``bytes`` field; decoding costs one copy into a writable buffer
-(``torch.frombuffer`` over a ``bytearray``), because a tensor viewing the message's immutable
-``bytes`` would let a caller's in-place op write into it. A reply may instead place a tensor's
+Arrays travel as raw little-endian bytes with a dtype name and a shape (a ``Tensor`` message).
+Encoding costs the one copy protobuf needs to own a ``bytes`` field; decoding costs one copy
+into a writable buffer (over a ``bytearray``), because an array viewing the message's immutable
+``bytes`` would let a caller's in-place op write into it. A reply may instead place an array's
 bytes in the request's shared-memory segment, or in the reply's payload (``segment=`` an
-``ArrayWriter``); decoded with ``shared=`` a memoryview of those bytes, such a tensor is a view
-of them, not a copy, with a storage of its own bytes only (see ``reply_segment.py`` for how long it stays
+``ArrayWriter``); decoded with ``shared=`` a memoryview of those bytes, such an array is a view
+of them, not a copy, with a buffer of its own bytes only (see ``reply_segment.py`` for how long it stays
 valid). Node and edge types map PyG's ``None`` to an explicit ``homogeneous`` flag, and
 heterogeneous edge types always decode to tuples. A feature group (``set_group`` /
 ``group_from_proto``) travels as a node type, or for edge attributes in an ``edge_group`` field.
@@ -19,10 +19,9 @@ from collections.abc import Sequence
 
 import numba
 import numpy as np
-import torch
-from torch import Tensor
 
-from gnnstore.common.attr_schema import DTYPES, AttrSchema, dtype_from_name
+from gnnstore.common.attr_schema import AttrSchema
+from gnnstore.common.dtypes import ITEMSIZE, dtype_name, storage_dtype
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.graph_types import (
     HOMOGENEOUS_EDGE_GROUP,
@@ -34,51 +33,35 @@ from gnnstore.common.graph_types import (
     edge_type_of_group,
     is_edge_group,
 )
+from gnnstore.common.host_array import host_array
 
 from . import common_pb2 as pb
 from .reply_segment import ArrayWriter
 
-if sys.byteorder != "little":  # the wire is little-endian and torch.frombuffer uses host order
+if sys.byteorder != "little":  # the wire is little-endian and arrays are decoded in host order
     raise ImportError("gnnstore's tensor codec needs a little-endian host")
 
-ID_DTYPES = (torch.int32, torch.int64)
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    """The wire name of a torch dtype (``torch.float32`` -> ``"float32"``).
+def array_to_proto(array: np.ndarray, segment: ArrayWriter | None = None, dtype: str | None = None) -> pb.Tensor:
+    """Encode a numpy array (any strides) as row-major little-endian bytes.
 
-    Raises:
-        InvalidRequestError: the dtype cannot travel.
-    """
-    name = str(dtype).removeprefix("torch.")
-    if DTYPES.get(name) != dtype:
-        raise InvalidRequestError(f"dtype {dtype} cannot be sent (supported: {sorted(DTYPES)})")
-    return name
-
-
-def tensor_to_proto(tensor: Tensor, segment: ArrayWriter | None = None) -> pb.Tensor:
-    """Encode a tensor (any device, any strides) as row-major little-endian bytes.
-
-    With ``segment`` the bytes go to the reply segment when they fit there, else inline.
-    """
-    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
-    return _encoded(flat.view(torch.uint8).numpy(), dtype_name(flat.dtype), tensor.shape, segment)
-
-
-def array_to_proto(array: np.ndarray, segment: ArrayWriter | None = None) -> pb.Tensor:
-    """Encode a numpy array (any strides) as :func:`tensor_to_proto` encodes a tensor.
+    ``dtype`` names the dtype the array's elements are when numpy has none for it (a
+    ``bfloat16`` array is held as its raw 16-bit words). With ``segment`` the bytes go to the
+    reply segment when they fit there, else inline.
 
     Raises:
         InvalidRequestError: a dtype that cannot travel.
     """
     flat = np.ascontiguousarray(array).reshape(-1)
-    if flat.dtype.name not in DTYPES:
-        raise InvalidRequestError(f"dtype {flat.dtype} cannot be sent (supported: {sorted(DTYPES)})")
-    return _encoded(flat.view(np.uint8), flat.dtype.name, array.shape, segment)
+    name = dtype_name(flat.dtype if dtype is None else dtype)
+    if ITEMSIZE[name] != flat.dtype.itemsize:
+        raise InvalidRequestError(f"{flat.dtype} elements cannot travel as {name}")
+    return encoded(flat.view(np.uint8), name, array.shape, segment)
 
 
-def _encoded(raw: np.ndarray, name: str, shape: Sequence[int], segment: ArrayWriter | None) -> pb.Tensor:
+def encoded(raw: np.ndarray, name: str, shape: Sequence[int], segment: ArrayWriter | None) -> pb.Tensor:
     """The wire tensor of ``raw`` (its bytes, row-major), inline or placed in ``segment``."""
     message = pb.Tensor(dtype=name, shape=list(shape))
     if not raw.size:
@@ -91,47 +74,34 @@ def _encoded(raw: np.ndarray, name: str, shape: Sequence[int], segment: ArrayWri
     return message
 
 
-def tensor_from_proto(message: pb.Tensor, what: str = "tensor", shared: memoryview | None = None) -> Tensor:
-    """Decode a tensor into a writable CPU tensor: a new one, or a view of ``shared``.
-
-    Args:
-        message: the wire tensor.
-        what: names the field in error messages, e.g. ``"MultiGet index"``.
-        shared: the bytes of the reply segment the request offered, if any.
+def checked_payload(
+    message: pb.Tensor, what: str, shared: memoryview | None
+) -> tuple[str, tuple[int, ...], bytes | np.ndarray]:
+    """The dtype name, shape and bytes (inline, or a view of ``shared``) of a consistent wire
+    tensor.
 
     Raises:
         InvalidRequestError: unknown dtype, negative dimension, a byte count that does not
             match dtype and shape, or a segment slice outside the offered segment or not
             aligned to its dtype.
     """
-    dtype, shape, data = _checked_payload(message, what, shared)
-    if math.prod(shape) == 0:
-        return torch.empty(shape, dtype=dtype)
-    if isinstance(data, np.ndarray):
-        return torch.from_numpy(data).view(dtype).reshape(shape)
-    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
-
-
-def _checked_payload(
-    message: pb.Tensor, what: str, shared: memoryview | None
-) -> tuple[torch.dtype, tuple[int, ...], bytes | np.ndarray]:
-    """The dtype, shape and bytes (inline, or a view of ``shared``) of a consistent wire tensor."""
-    dtype = dtype_from_name(message.dtype)
+    name = dtype_name(message.dtype)
+    itemsize = ITEMSIZE[name]
     shape = tuple(message.shape)
     if any(dim < 0 for dim in shape):
         raise InvalidRequestError(f"{what} has a negative dimension: shape {list(shape)}")
     data = _payload(message, what, shared)
-    if isinstance(data, np.ndarray) and message.shared.offset % dtype.itemsize:
+    if isinstance(data, np.ndarray) and message.shared.offset % itemsize:
         raise InvalidRequestError(
-            f"{what}: offset {message.shared.offset} in the reply segment is not a multiple of {dtype.itemsize}"
+            f"{what}: offset {message.shared.offset} in the reply segment is not a multiple of {itemsize}"
         )
     numel = math.prod(shape)
-    if len(data) != numel * dtype.itemsize:
+    if len(data) != numel * itemsize:
         raise InvalidRequestError(
             f"{what} of dtype {message.dtype} and shape {list(shape)} needs "
-            f"{numel * dtype.itemsize} bytes, got {len(data)}"
+            f"{numel * itemsize} bytes, got {len(data)}"
         )
-    return dtype, shape, data
+    return name, shape, data
 
 
 def _payload(message: pb.Tensor, what: str, shared: memoryview | None) -> bytes | np.ndarray:
@@ -149,22 +119,29 @@ def _payload(message: pb.Tensor, what: str, shared: memoryview | None) -> bytes 
     return np.frombuffer(shared, dtype=np.uint8, count=length, offset=start)
 
 
-def array_from_proto(message: pb.Tensor, what: str = "array", shared: memoryview | None = None) -> np.ndarray:
+def array_from_proto(
+    message: pb.Tensor, what: str = "array", shared: memoryview | None = None, words: bool = False
+) -> np.ndarray:
     """Decode a tensor into a writable numpy array: a new one, or a view of ``shared``.
 
+    With ``words`` a ``bfloat16`` tensor decodes as its raw 16-bit words (``message.dtype``
+    names it); without, it is refused.
+
     Raises:
-        InvalidRequestError: as :func:`tensor_from_proto`, or a dtype numpy lacks (bfloat16).
+        InvalidRequestError: as :func:`checked_payload`, or bfloat16 without ``words``.
     """
-    dtype, shape, data = _checked_payload(message, what, shared)
-    if message.dtype == "bfloat16":
+    name, shape, data = checked_payload(message, what, shared)
+    if name == "bfloat16" and not words:
         raise InvalidRequestError(f"{what} is bfloat16, which this server cannot read; send float32")
+    dtype = storage_dtype(name)
     if isinstance(data, np.ndarray):
-        return data.view(message.dtype).reshape(shape)
-    return np.frombuffer(bytearray(data), dtype=message.dtype).reshape(shape)
+        return data.view(dtype).reshape(shape)
+    return np.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
 
 
 def id_array_from_proto(message: pb.Tensor, what: str = "ids", shared: memoryview | None = None) -> np.ndarray:
-    """Decode a 1-D integer id tensor (int32 or int64 on the wire) as an int64 array.
+    """Decode a 1-D integer id tensor (int32 or int64 on the wire) as an int64 array (new, or
+    a view of ``shared`` for int64 ids there).
 
     Raises:
         InvalidRequestError: not integer, or not 1-D.
@@ -177,14 +154,16 @@ def id_array_from_proto(message: pb.Tensor, what: str = "ids", shared: memoryvie
     return ids if ids.dtype == np.int64 else ids.astype(np.int64)
 
 
-def ids_to_proto(ids: np.ndarray | Tensor | Sequence[int], segment: ArrayWriter | None = None) -> pb.Tensor:
-    """Encode node or edge ids as a 1-D tensor: int32 on the wire when every id fits, else int64.
+def ids_to_proto(ids: object, segment: ArrayWriter | None = None) -> pb.Tensor:
+    """Encode node or edge ids (an array, a tensor or a sequence) as a 1-D tensor: int32 on the
+    wire when every id fits, else int64.
 
     Ids placed in a reply segment stay int64 (``segment.narrow_ids`` is false): there bytes
     cost nothing to move, and int64 ids decode as views, while narrowing and widening again
     would cost a pass on either side.
     """
-    ids = (ids.detach().cpu().numpy() if isinstance(ids, Tensor) else np.asarray(ids)).reshape(-1)
+    array = host_array(ids)
+    ids = (np.asarray(ids) if array is None else array).reshape(-1)
     if ids.dtype != np.int32:
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         if (segment is None or segment.narrow_ids) and ids.size:
@@ -206,35 +185,11 @@ def _as_int32(ids: np.ndarray) -> tuple[np.ndarray, bool]:
     return out, True
 
 
-def ids_from_proto(message: pb.Tensor, what: str = "ids", shared: memoryview | None = None) -> Tensor:
-    """Decode a 1-D integer id tensor (int32 or int64 on the wire) as an int64 tensor (new, or
-    a view of ``shared`` for int64 ids there).
-
-    Raises:
-        InvalidRequestError: not integer, or not 1-D.
-    """
-    dtype, shape, data = _checked_payload(message, what, shared)
-    if dtype not in ID_DTYPES:
-        raise InvalidRequestError(f"{what} must be int64 or int32 ids, got dtype {message.dtype}")
-    if len(shape) != 1:
-        raise InvalidRequestError(f"{what} must be 1-D, got shape {list(shape)}")
-    if dtype == torch.int32:  # widening makes the one copy a writable tensor needs
-        return torch.from_numpy(np.frombuffer(data, dtype="<i4").astype(np.int64))
-    return tensor_from_proto(message, what, shared)
-
-
-def optional_tensor_to_proto(tensor: np.ndarray | Tensor | None) -> pb.OptionalTensor:
-    """Encode an array or tensor, or PyG's ``None``."""
-    if tensor is None:
+def optional_array_to_proto(array: np.ndarray | None) -> pb.OptionalTensor:
+    """Encode an array, or PyG's ``None``."""
+    if array is None:
         return pb.OptionalTensor(is_none=True)
-    if isinstance(tensor, np.ndarray):
-        return pb.OptionalTensor(value=array_to_proto(tensor))
-    return pb.OptionalTensor(value=tensor_to_proto(tensor))
-
-
-def optional_tensor_from_proto(message: pb.OptionalTensor, what: str = "tensor") -> Tensor | None:
-    """Decode a tensor or PyG's ``None``."""
-    return None if message.is_none else tensor_from_proto(message.value, what)
+    return pb.OptionalTensor(value=array_to_proto(array))
 
 
 def node_type_to_proto(node_type: NodeType | None) -> pb.NodeType:
@@ -341,7 +296,7 @@ def attr_key_to_proto(group_name: object, attr_name: str | None) -> pb.TensorAtt
 def attr_schema_to_proto(schema: AttrSchema) -> pb.TensorSchema:
     """The wire ``TensorSchema`` (key, dtype name, shape)."""
     return pb.TensorSchema(key=attr_key_to_proto(schema.group_name, schema.attr_name),
-                           dtype=dtype_name(schema.dtype), shape=list(schema.shape))
+                           dtype=schema.dtype, shape=list(schema.shape))
 
 
 def attr_schema_from_proto(message: pb.TensorSchema) -> AttrSchema:
@@ -350,7 +305,7 @@ def attr_schema_from_proto(message: pb.TensorSchema) -> AttrSchema:
     Raises:
         InvalidRequestError: an unknown dtype, an empty attr name or a shape without a node dimension.
     """
-    return AttrSchema(*attr_key_from_proto(message.key), dtype_from_name(message.dtype), tuple(message.shape))
+    return AttrSchema(*attr_key_from_proto(message.key), message.dtype, tuple(message.shape))
 
 
 def attr_key_from_proto(message: pb.TensorAttrKey) -> tuple[object, str | None]:

@@ -7,24 +7,23 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-import torch
-from torch import Tensor
 
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.graph_types import NodeType
+from gnnstore.common.host_array import host_array
 
 from . import graph_pb2
 from .codec import (
     attr_key_from_proto,
     attr_key_to_proto,
     group_from_proto,
-    ids_from_proto,
+    id_array_from_proto,
     ids_to_proto,
     node_type_from_proto,
     node_type_to_proto,
     set_group,
 )
-from .wire_dtypes import WIRE_DTYPES, wire_dtype_name
+from .wire_dtypes import wire_dtype_name
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,11 +64,13 @@ def _set_bits(ids: np.ndarray, start: int, bits: np.ndarray) -> None:
         bits[at >> 3] |= np.uint8(1 << (at & 7))
 
 
-def compact_ids(ids: Tensor) -> Tensor | IdBitmap:
-    """``ids`` (non-empty) as a list or a bitmap, whichever is smaller on the wire (a list of
-    int32 ids takes 32 bits an id, a bitmap one bit per id of their range)."""
-    span = int(ids.max()) - int(ids.min()) + 1
-    return IdBitmap.of(ids.numpy()) if span < 32 * ids.numel() else ids
+def compact_ids(ids: object) -> object:
+    """``ids`` (non-empty: an array or a CPU tensor) as they are or as a bitmap, whichever is
+    smaller on the wire (a list of int32 ids takes 32 bits an id, a bitmap one bit per id of
+    their range)."""
+    array = host_array(ids)
+    span = int(array.max()) - int(array.min()) + 1
+    return IdBitmap.of(array) if span < 32 * array.size else ids
 
 
 @dataclass(frozen=True)
@@ -91,26 +92,26 @@ class RowRequest:
             every requested attr of that group, as a list or a bitmap.
         hot: node type → the prefix of the server's hot ranking the client holds.
         aligned: rows at their node list positions, if they fit in the reply segment.
-        wire_dtype: a 16-bit float dtype rows of wider float attrs travel as (lossy; ``None``:
-            as stored).
+        wire_dtype: the name of a 16-bit float dtype rows of wider float attrs travel as (lossy;
+            ``None``: as stored).
     """
 
     attrs: list[tuple[object, str]]
-    known: dict[object, Tensor | IdBitmap]
+    known: dict[object, np.ndarray | IdBitmap]
     hot: dict[NodeType | None, HotPrefix]
     aligned: bool = False
-    wire_dtype: torch.dtype | None = None
+    wire_dtype: str | None = None
 
 
 def feature_request_to_proto(
     attrs: Sequence[tuple[object, str]],
-    known: Mapping[object, Tensor | IdBitmap],
+    known: Mapping[object, np.ndarray | IdBitmap],
     hot: Mapping[NodeType | None, HotPrefix] | None = None,
-    wire_dtype: torch.dtype | None = None,
+    wire_dtype: object = None,
 ) -> graph_pb2.FeatureRequest:
     """Encode which attributes to return and, per node type or edge group, the ids not to send
     (give them through ``compact_ids``: a bitmap when that is smaller), and the dtype rows of
-    float attrs travel as (``wire_dtype``, one of ``WIRE_DTYPES``' values; lossy)."""
+    float attrs travel as (``wire_dtype``, one of ``WIRE_DTYPES`` by name or as a torch dtype; lossy)."""
     return graph_pb2.FeatureRequest(
         attrs=[attr_key_to_proto(group, name) for group, name in attrs],
         known=[_known_ids_to_proto(group, ids) for group, ids in known.items()],
@@ -138,11 +139,11 @@ def feature_request_from_proto(request: graph_pb2.FeatureRequest) -> RowRequest:
         known={group_from_proto(k, "node_type"): _known_ids_from_proto(k) for k in request.known},
         hot=hot,
         aligned=request.aligned,
-        wire_dtype=WIRE_DTYPES[wire_dtype_name(request.wire_dtype)] if request.wire_dtype else None,
+        wire_dtype=wire_dtype_name(request.wire_dtype) if request.wire_dtype else None,
     )
 
 
-def _known_ids_to_proto(group: object, ids: Tensor | IdBitmap) -> graph_pb2.KnownIds:
+def _known_ids_to_proto(group: object, ids: np.ndarray | IdBitmap) -> graph_pb2.KnownIds:
     message = graph_pb2.KnownIds()
     set_group(message, group, "node_type")
     if isinstance(ids, IdBitmap):
@@ -152,14 +153,14 @@ def _known_ids_to_proto(group: object, ids: Tensor | IdBitmap) -> graph_pb2.Know
     return message
 
 
-def _known_ids_from_proto(message: graph_pb2.KnownIds) -> Tensor | IdBitmap:
+def _known_ids_from_proto(message: graph_pb2.KnownIds) -> np.ndarray | IdBitmap:
     """Known ids as sent: a list, or a bitmap.
 
     Raises:
         InvalidRequestError: both a list and a bitmap.
     """
     if not message.bitmap:
-        return ids_from_proto(message.ids, "known ids")
+        return id_array_from_proto(message.ids, "known ids")
     if message.HasField("ids"):
         raise InvalidRequestError("known ids come as a list or as a bitmap, not both")
     return IdBitmap(message.bitmap_start, np.frombuffer(message.bitmap, dtype=np.uint8))

@@ -3,40 +3,44 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-from torch import Tensor
+import numpy as np
 
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.common.host_array import host_array
 
 from . import idmap_pb2
-from .codec import tensor_from_proto, tensor_to_proto
+from .codec import array_from_proto, array_to_proto
 
 NodeKey = int | str
 
+_INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
 MAX_KEY_BYTES = 1024
 """The longest str key (UTF-8 bytes) a request may name: keys are ids, not documents, and the id
 map keeps every key twice (key to id and back)."""
 
 
-def keys_to_proto(keys: Sequence[NodeKey] | Tensor) -> idmap_pb2.Keys:
-    """Encode keys: all ints as one tensor, all strs as a list, a mix key by key.
+def keys_to_proto(keys: Sequence[NodeKey] | np.ndarray) -> idmap_pb2.Keys:
+    """Encode keys (a sequence, or an integer array or tensor): all ints as one int64 tensor,
+    all strs as a list, a mix key by key.
 
     Raises:
         InvalidRequestError: a key that is neither int nor str (bools are refused too).
     """
-    if isinstance(keys, Tensor):
-        if keys.is_floating_point() or keys.dtype == torch.bool or keys.dim() != 1:
+    array = host_array(keys)
+    if array is not None:
+        if array.dtype.kind not in "iu" or array.ndim != 1:
             raise InvalidRequestError(
-                f"key tensors must be 1-D integers, got {keys.dtype} with shape {list(keys.shape)}"
+                f"key tensors must be 1-D integers, got {getattr(keys, 'dtype', array.dtype)} with shape "
+                f"{list(array.shape)}"
             )
-        return idmap_pb2.Keys(ints=tensor_to_proto(keys.long()))
+        return idmap_pb2.Keys(ints=array_to_proto(array.astype(np.int64, copy=False)))
     keys = list(keys)
     for key in keys:
         if isinstance(key, bool) or not isinstance(key, (int, str)):
             raise InvalidRequestError(f"a node key is an int or a str, got {key!r}")
     _check_lengths(keys)
     if all(isinstance(k, int) for k in keys):
-        return idmap_pb2.Keys(ints=tensor_to_proto(torch.tensor(keys, dtype=torch.long)))
+        return idmap_pb2.Keys(ints=array_to_proto(np.array(keys, dtype=np.int64)))
     if all(isinstance(k, str) for k in keys):
         return idmap_pb2.Keys(strs=idmap_pb2.StringKeys(values=keys))
     mixed = [
@@ -45,8 +49,8 @@ def keys_to_proto(keys: Sequence[NodeKey] | Tensor) -> idmap_pb2.Keys:
     return idmap_pb2.Keys(mixed=idmap_pb2.MixedKeys(values=mixed))
 
 
-def keys_from_proto(message: idmap_pb2.Keys) -> list[NodeKey] | Tensor:
-    """Decode keys: an int64 tensor for all-int batches, else a list of int and str.
+def keys_from_proto(message: idmap_pb2.Keys) -> list[NodeKey] | np.ndarray:
+    """Decode keys: an int64 array for all-int batches, else a list of int and str.
 
     Raises:
         InvalidRequestError: an int tensor that is not 1-D integers, or a str key over
@@ -54,10 +58,10 @@ def keys_from_proto(message: idmap_pb2.Keys) -> list[NodeKey] | Tensor:
     """
     kind = message.WhichOneof("kind")
     if kind == "ints":
-        ints = tensor_from_proto(message.ints, "keys")
-        if ints.is_floating_point() or ints.is_complex() or ints.dtype == torch.bool or ints.dim() != 1:
+        ints = array_from_proto(message.ints, "keys", words=True)
+        if message.ints.dtype not in _INT_DTYPES or ints.ndim != 1:
             raise InvalidRequestError(f"int keys must be 1-D integers, got {message.ints.dtype}")
-        return ints.long()
+        return ints.astype(np.int64, copy=False)
     if kind == "strs":
         return _check_lengths(list(message.strs.values))
     if kind == "mixed":

@@ -16,7 +16,7 @@ from .codec import (
     edge_type_to_proto,
     ids_to_proto,
     node_type_to_proto,
-    optional_tensor_to_proto,
+    optional_array_to_proto,
 )
 from .reply_segment import ArrayWriter
 
@@ -54,4 +54,4 @@ def output_to_proto(out: Sample, segment: ArrayWriter | None = None) -> graph_pb
 def _metadata_entry(value: object) -> common_pb2.OptionalTensor:
     if value is not None and not isinstance(value, np.ndarray):
         raise InvalidRequestError(f"sampler metadata holds a {type(value).__name__}, not an array")
-    return optional_tensor_to_proto(value)
+    return optional_array_to_proto(value)

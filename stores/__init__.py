@@ -1,5 +1,7 @@
-"""PyG stores over RocksDB, an embedded graph database (LadybugDB or Kùzu), edge files and the
-id map; Neo4jGraphStore lives in ``gnnstore.stores.neo4j_graph_store`` ([neo4j] extra)."""
+"""The stores over RocksDB, an embedded graph database (LadybugDB or Kùzu), edge files and the id
+map, in numpy (what the server runs on); ``RocksDBFeatureStore`` and ``PyGGraphStore`` put PyG's
+APIs over them (the ``train`` extra). Neo4jGraphStore lives in
+``gnnstore.stores.neo4j_graph_store`` ([neo4j] extra)."""
 from __future__ import annotations
 
 import importlib
@@ -12,16 +14,20 @@ if TYPE_CHECKING:
     from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
     from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
     from gnnstore.stores.id_map import IdMap
+    from gnnstore.stores.pyg_graph_store import PyGGraphStore
     from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
+    from gnnstore.stores.rocksdb_rows import RocksDBRows
 
-# Imported on first use, so that `gnnstore <command> --help` loads neither torch nor PyG.
+# Imported on first use: `gnnstore <command> --help` and the server load neither torch nor PyG.
 _EXPORTS = {
     "AttrSchema": "gnnstore.common.attr_schema",
     "BaseGraphStore": "gnnstore.stores.base",
     "EdgeFileGraphStore": "gnnstore.stores.edge_file_graph_store",
     "EmbeddedGraphStore": "gnnstore.stores.embedded_graph_store",
     "IdMap": "gnnstore.stores.id_map",
+    "PyGGraphStore": "gnnstore.stores.pyg_graph_store",
     "RocksDBFeatureStore": "gnnstore.stores.rocksdb_feature_store",
+    "RocksDBRows": "gnnstore.stores.rocksdb_rows",
     "Stores": "gnnstore.stores.data_dir",
     "open_stores": "gnnstore.stores.data_dir",
 }
@@ -32,7 +38,9 @@ __all__ = [
     "EdgeFileGraphStore",
     "EmbeddedGraphStore",
     "IdMap",
+    "PyGGraphStore",
     "RocksDBFeatureStore",
+    "RocksDBRows",
     "Stores",
     "open_stores",
 ]

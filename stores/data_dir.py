@@ -25,7 +25,7 @@ from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
 from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
 from gnnstore.stores.graph_engines import DEFAULT_ENGINE, ENGINES, GraphEngine, engine_named
 from gnnstore.stores.id_map import IdMap
-from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
+from gnnstore.stores.rocksdb_rows import RocksDBRows
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +44,10 @@ _INGEST_HINT = "run `gnnstore ingest SOURCE --data-dir DIR` to (re)build it"
 
 @dataclass
 class Stores:
-    """The stores of one data directory; ``close()`` (or ``with``) releases all three."""
+    """The stores of one data directory, in numpy (PyG's APIs over them: ``RocksDBFeatureStore``
+    and ``PyGGraphStore``); ``close()`` (or ``with``) releases all three."""
 
-    feature_store: RocksDBFeatureStore
+    feature_store: RocksDBRows
     graph_store: BaseGraphStore
     id_map: IdMap
 
@@ -104,7 +105,7 @@ def open_stores(
     try:
         _check_parts(root, parts, read_only)
         try:
-            features = RocksDBFeatureStore(root / FEATURES, read_only=read_only, follow=follow)
+            features = RocksDBRows(root / FEATURES, read_only=read_only, follow=follow)
             owned.append(features)
             graph = graph_store
             if graph is None:

@@ -1,4 +1,4 @@
-"""PyG GraphStore over plain ``.npy`` edge lists in a folder, written and read in bounded memory.
+"""A graph store over plain ``.npy`` edge lists in a folder, written and read in bounded memory.
 
 Kùzu's ``COPY`` of a rel table holds a put's edges in memory (~100 bytes an edge at 20M), so a
 graph of a billion edges does not fit. This store writes a put's COO expansion to two int64
@@ -29,14 +29,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-import torch
-from torch import Tensor
-from torch_geometric.data import EdgeAttr
-from torch_geometric.data.graph_store import EdgeLayout
 
 from gnnstore.common.durable_file import sync_directory, write_durably
 from gnnstore.common.errors import PreconditionError, ResourceExhaustedError
-from gnnstore.stores.base import DEFAULT_CHUNK_EDGES
+from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, checked_layout
 from gnnstore.stores.edge_layout import EdgeTypeKey, check_edge_type, to_coo
 from gnnstore.stores.edge_records import RecordedGraphStore, edge_key
 
@@ -49,7 +45,7 @@ _WRITE_CHUNK = 1 << 22
 
 
 class EdgeFileGraphStore(RecordedGraphStore):
-    """PyG GraphStore (plus streaming and versions) over ``.npy`` edge lists in ``path``.
+    """Edges by (edge type, layout), streamed and versioned, as ``.npy`` edge lists in ``path``.
 
     Args:
         path: the folder (created when missing unless ``read_only``).
@@ -61,7 +57,6 @@ class EdgeFileGraphStore(RecordedGraphStore):
     """
 
     def __init__(self, path: str | os.PathLike, *, read_only: bool = False) -> None:
-        super().__init__()
         self.path = Path(path)
         self.read_only = read_only
         self._lock = threading.Lock()
@@ -86,7 +81,7 @@ class EdgeFileGraphStore(RecordedGraphStore):
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({str(self.path)!r})"
 
-    # ---- BaseGraphStore extras -------------------------------------------------------------
+    # ---- reads -----------------------------------------------------------------------------
 
     def version(self) -> str:
         """An opaque token that changes on every put and remove and survives reopening."""
@@ -94,7 +89,7 @@ class EdgeFileGraphStore(RecordedGraphStore):
 
     def iter_edge_index(
         self, edge_type: EdgeTypeKey, chunk_size: int = DEFAULT_CHUNK_EDGES
-    ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Yield ``(row, col, e_id)`` chunks (global ids) of ``edge_type`` in edge-id order.
 
         The canonical edge list is the COO layout if one was put, else the first layout put.
@@ -106,16 +101,18 @@ class EdgeFileGraphStore(RecordedGraphStore):
         row, col = self._open_edges(self._scan_record(edge_type, chunk_size))
         for low in range(0, row.shape[0], chunk_size):
             high = min(row.shape[0], low + chunk_size)
-            yield (torch.from_numpy(np.array(row[low:high])), torch.from_numpy(np.array(col[low:high])),
-                   torch.arange(low, high, dtype=torch.long))
+            yield np.array(row[low:high]), np.array(col[low:high]), np.arange(low, high, dtype=np.int64)
 
-    # ---- PyG hooks -------------------------------------------------------------------------
+    # ---- writes ----------------------------------------------------------------------------
 
-    def _put_edge_index(self, edge_index: tuple[Tensor, Tensor], edge_attr: EdgeAttr) -> bool:
+    def put_edges(
+        self, edge_index: object, edge_type: EdgeTypeKey, layout: str,
+        size: tuple[int, int] | None = None, is_sorted: bool = False,
+    ) -> bool:
+        """Store ``edge_index`` as ``edge_type``'s edges in ``layout`` (``BaseGraphStore.put_edges``)."""
         self._check_writable()
-        edge_type = check_edge_type(edge_attr.edge_type)
-        layout = EdgeLayout(edge_attr.layout)
-        edges = to_coo(edge_index, edge_type, layout, edge_attr.size, bool(edge_attr.is_sorted))
+        edge_type, layout = check_edge_type(edge_type), checked_layout(layout)
+        edges = to_coo(edge_index, edge_type, layout, size, bool(is_sorted))
         key = edge_key(edge_type, layout)
         with self._lock:
             old = self._meta.get(key)
@@ -125,7 +122,7 @@ class EdgeFileGraphStore(RecordedGraphStore):
                 for side, ids in (("row", edges.row), ("col", edges.col)):
                     _write_ids(self.path / f"{file}.{side}.npy", ids, edge_type)
                 sync_directory(self.path)
-                meta[key] = {"file": file, "size": list(edges.size), "is_sorted": bool(edge_attr.is_sorted),
+                meta[key] = {"file": file, "size": list(edges.size), "is_sorted": bool(is_sorted),
                              "num_edges": int(edges.row.size), "seq": old["seq"] if old else meta["next_file"]}
                 self._switch(meta)
             except BaseException:
@@ -133,20 +130,21 @@ class EdgeFileGraphStore(RecordedGraphStore):
                 raise
             if old is not None:
                 self._remove_files(old["file"])
-        logger.info("edge type %r (%s): %d edges put into %s", edge_type, layout.value, edges.row.size, file)
+        logger.info("edge type %r (%s): %d edges put into %s", edge_type, layout, edges.row.size, file)
         return True
 
-    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+    def remove_edges(self, edge_type: EdgeTypeKey, layout: str) -> bool:
+        """Delete ``edge_type``'s edges in ``layout``; whether they were stored."""
         self._check_writable()
-        edge_type = check_edge_type(edge_attr.edge_type)
-        key = edge_key(edge_type, EdgeLayout(edge_attr.layout))
+        edge_type, layout = check_edge_type(edge_type), checked_layout(layout)
+        key = edge_key(edge_type, layout)
         with self._lock:
             info = self._meta.get(key)
             if info is None:
                 return False
             self._switch({k: v for k, v in self._meta.items() if k != key})
             self._remove_files(info["file"])
-        logger.info("edge type %r (%s) removed", edge_type, edge_attr.layout)
+        logger.info("edge type %r (%s) removed", edge_type, layout)
         return True
 
     # ---- internals -------------------------------------------------------------------------

@@ -1,15 +1,14 @@
-"""Checks PyG edge indices and converts between a layout and its COO expansion (numpy, int64)."""
+"""Checks PyG edge indices (arrays or tensors) and converts between a layout and its COO expansion
+(numpy, int64); layouts by name (``"coo"``, ``"csr"``, ``"csc"``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-from torch import Tensor
-from torch_geometric.data.graph_store import EdgeLayout
 
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.graph_types import checked_edge_type
+from gnnstore.common.host_array import host_array
 
 EdgeTypeKey = tuple[str, str, str] | str | None
 
@@ -42,7 +41,7 @@ class CooEdges:
 
 
 def to_coo(
-    edge_index: object, edge_type: EdgeTypeKey, layout: EdgeLayout,
+    edge_index: object, edge_type: EdgeTypeKey, layout: str,
     size: object, is_sorted: bool,
 ) -> CooEdges:
     """Check ``edge_index`` in ``layout`` and expand it to COO (positions are edge ids).
@@ -53,7 +52,7 @@ def to_coo(
     """
     first, second = _pair(edge_index, edge_type)
     declared = _check_size(size, edge_type)
-    if layout == EdgeLayout.COO:
+    if layout == "coo":
         if first.size != second.size:
             raise InvalidRequestError(
                 f"edge type {edge_type!r}: row has {first.size} entries but col has {second.size}"
@@ -63,26 +62,26 @@ def to_coo(
             raise InvalidRequestError(
                 f"edge type {edge_type!r}: is_sorted=True but col is not sorted by destination"
             )
-    elif layout == EdgeLayout.CSR:
+    elif layout == "csr":
         row, col = _expand(first, second, edge_type, "rowptr", "col"), second
     else:
         col, row = _expand(second, first, edge_type, "colptr", "row"), first
     inferred = (_extent(row), _extent(col))
-    if layout == EdgeLayout.CSR:
+    if layout == "csr":
         inferred = (first.size - 1, inferred[1])
-    elif layout == EdgeLayout.CSC:
+    elif layout == "csc":
         inferred = (inferred[0], second.size - 1)
     bound = inferred if declared is None else declared
     _check_ids(row, bound[0], edge_type, "source")
     _check_ids(col, bound[1], edge_type, "destination")
     if declared is None:
         return CooEdges(row, col, inferred)
-    if layout == EdgeLayout.CSR and first.size - 1 != declared[0]:
+    if layout == "csr" and first.size - 1 != declared[0]:
         raise InvalidRequestError(
             f"edge type {edge_type!r}: rowptr has {first.size} entries, size {declared} needs "
             f"{declared[0] + 1}"
         )
-    if layout == EdgeLayout.CSC and second.size - 1 != declared[1]:
+    if layout == "csc" and second.size - 1 != declared[1]:
         raise InvalidRequestError(
             f"edge type {edge_type!r}: colptr has {second.size} entries, size {declared} needs "
             f"{declared[1] + 1}"
@@ -91,39 +90,37 @@ def to_coo(
 
 
 def from_coo(
-    row: np.ndarray, col: np.ndarray, layout: EdgeLayout, size: tuple[int, int]
-) -> tuple[Tensor, Tensor]:
+    row: np.ndarray, col: np.ndarray, layout: str, size: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     """``(row, col)`` in edge-id order, returned in ``layout``; ties keep edge-id order."""
-    if layout == EdgeLayout.COO:
-        return torch.from_numpy(row), torch.from_numpy(col)
-    if layout == EdgeLayout.CSR:
+    if layout == "coo":
+        return row, col
+    if layout == "csr":
         perm = np.argsort(row, kind="stable")
-        return _pointer(row, size[0]), torch.from_numpy(col[perm])
+        return _pointer(row, size[0]), col[perm]
     perm = np.argsort(col, kind="stable")
-    return torch.from_numpy(row[perm]), _pointer(col, size[1])
+    return row[perm], _pointer(col, size[1])
 
 
 def _pair(edge_index: object, edge_type: EdgeTypeKey) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(edge_index, Tensor) and edge_index.dim() == 2 and edge_index.shape[0] == 2:
-        edge_index = (edge_index[0], edge_index[1])
+    whole = host_array(edge_index)
+    if whole is not None and whole.ndim == 2 and whole.shape[0] == 2:
+        edge_index = (whole[0], whole[1])
     if not isinstance(edge_index, (tuple, list)) or len(edge_index) != 2:
-        got = (f"a tensor of shape {list(edge_index.shape)}" if isinstance(edge_index, Tensor)
-               else type(edge_index).__name__)
+        got = f"a tensor of shape {list(whole.shape)}" if whole is not None else type(edge_index).__name__
         raise InvalidRequestError(
             f"edge type {edge_type!r}: edge_index must be a pair of 1-D integer tensors (or a "
             f"[2, E] tensor), got {got}"
         )
     out = []
     for part in edge_index:
-        if not isinstance(part, Tensor) or part.dim() != 1 or (
-            part.dtype.is_floating_point or part.dtype.is_complex or part.dtype == torch.bool
-        ):
-            got = f"{part.dtype} of shape {list(part.shape)}" if isinstance(part, Tensor) else (
-                type(part).__name__)
+        array = host_array(part)
+        if array is None or array.ndim != 1 or array.dtype.kind not in "iu":
+            got = type(part).__name__ if array is None else f"{part.dtype} of shape {list(array.shape)}"
             raise InvalidRequestError(
                 f"edge type {edge_type!r}: edge_index parts must be 1-D integer tensors, got {got}"
             )
-        out.append(part.detach().cpu().numpy().astype(np.int64, copy=False))
+        out.append(array.astype(np.int64, copy=False))
     return out[0], out[1]
 
 
@@ -166,7 +163,7 @@ def _check_ids(ids: np.ndarray, bound: int, edge_type: EdgeTypeKey, side: str) -
         )
 
 
-def _pointer(ids: np.ndarray, n: int) -> Tensor:
+def _pointer(ids: np.ndarray, n: int) -> np.ndarray:
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(ids, minlength=n), out=ptr[1:])
-    return torch.from_numpy(ptr)
+    return ptr

@@ -12,36 +12,33 @@ from abc import abstractmethod
 from pathlib import Path
 
 import numpy as np
-from torch import Tensor
-from torch_geometric.data import EdgeAttr
-from torch_geometric.data.graph_store import EdgeLayout
 
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
-from gnnstore.stores.base import BaseGraphStore
+from gnnstore.stores.base import BaseGraphStore, StoredEdgeAttr, checked_layout
 from gnnstore.stores.edge_layout import EdgeTypeKey, check_edge_type, from_coo
 
 _PREFIX = "edge:"
 
 
-def edge_key(edge_type: EdgeTypeKey, layout: EdgeLayout) -> str:
+def edge_key(edge_type: EdgeTypeKey, layout: str) -> str:
     """The metadata key of one stored (edge type, layout)."""
-    return _PREFIX + json.dumps([edge_type, layout.value])
+    return _PREFIX + json.dumps([edge_type, layout])
 
 
-def edge_records(meta: dict) -> list[tuple[EdgeTypeKey, EdgeLayout, dict]]:
+def edge_records(meta: dict) -> list[tuple[EdgeTypeKey, str, dict]]:
     """``(edge type, layout, record)`` of every stored (edge type, layout), in first-put order."""
     records = []
     for key, info in meta.items():
         if key.startswith(_PREFIX):
             edge_type, layout = json.loads(key[len(_PREFIX):])
-            records.append((tuple(edge_type) if isinstance(edge_type, list) else edge_type, EdgeLayout(layout), info))
+            records.append((tuple(edge_type) if isinstance(edge_type, list) else edge_type, layout, info))
     return sorted(records, key=lambda record: record[2]["seq"])
 
 
-def edge_attrs(meta: dict) -> list[EdgeAttr]:
-    """One fresh ``EdgeAttr`` per stored (edge type, layout), in first-put order."""
+def edge_attrs(meta: dict) -> list[StoredEdgeAttr]:
+    """One record per stored (edge type, layout), in first-put order."""
     return [
-        EdgeAttr(edge_type, layout, is_sorted=info["is_sorted"], size=tuple(info["size"]))
+        StoredEdgeAttr(edge_type, layout, info["is_sorted"], tuple(info["size"]))
         for edge_type, layout, info in edge_records(meta)
     ]
 
@@ -53,7 +50,7 @@ def canonical_record(meta: dict, edge_type: EdgeTypeKey) -> dict:
     Raises:
         NotFoundError: no edges of ``edge_type`` are stored.
     """
-    coo = meta.get(edge_key(edge_type, EdgeLayout.COO))
+    coo = meta.get(edge_key(edge_type, "coo"))
     if coo is not None:
         return coo
     mine = [info for other, _, info in edge_records(meta) if other == edge_type]
@@ -72,13 +69,13 @@ class RecordedGraphStore(BaseGraphStore):
     read_only: bool
     _meta: dict
 
-    def get_all_edge_attrs(self) -> list[EdgeAttr]:
-        """One fresh ``EdgeAttr`` per stored (edge type, layout), in first-put order."""
+    def edge_attrs(self) -> list[StoredEdgeAttr]:
+        """One record per stored (edge type, layout), in first-put order."""
         return edge_attrs(self._meta)
 
-    def _get_edge_index(self, edge_attr: EdgeAttr) -> tuple[Tensor, Tensor] | None:
-        edge_type = check_edge_type(edge_attr.edge_type)
-        layout = EdgeLayout(edge_attr.layout)
+    def edge_index(self, edge_type: EdgeTypeKey, layout: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The two arrays of ``edge_type``'s edges in ``layout``, or ``None`` when not stored."""
+        edge_type, layout = check_edge_type(edge_type), checked_layout(layout)
         info = self._meta.get(edge_key(edge_type, layout))
         if info is None:
             return None

@@ -1,4 +1,4 @@
-"""PyG GraphStore over an embedded graph database (LadybugDB or Kùzu, ``graph_engines.py``): one
+"""A graph store over an embedded graph database (LadybugDB or Kùzu, ``graph_engines.py``): one
 node table per node type, one rel table per edge layout.
 
 Schema, all named by the store (``n3_paper``, ``r7_cites``: a counter plus the name with every
@@ -39,13 +39,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import torch
-from torch import Tensor
-from torch_geometric.data import EdgeAttr
-from torch_geometric.data.graph_store import EdgeLayout
 
 from gnnstore.common.errors import PreconditionError
-from gnnstore.stores.base import DEFAULT_CHUNK_EDGES
+from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, checked_layout
 from gnnstore.stores.edge_layout import (
     EdgeTypeKey,
     check_edge_type,
@@ -62,7 +58,7 @@ _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
 
 class EmbeddedGraphStore(RecordedGraphStore):
-    """PyG GraphStore (plus streaming and versions) over an embedded graph database.
+    """Edges by (edge type, layout), streamed and versioned, in an embedded graph database.
 
     Args:
         path: the database file (created when missing unless ``read_only``).
@@ -75,7 +71,6 @@ class EmbeddedGraphStore(RecordedGraphStore):
     def __init__(
         self, path: str | os.PathLike, *, engine: str | GraphEngine = DEFAULT_ENGINE, read_only: bool = False
     ) -> None:
-        super().__init__()
         self.path = Path(path)
         self.engine = engine if isinstance(engine, GraphEngine) else engine_named(engine)
         self.read_only = read_only
@@ -111,7 +106,7 @@ class EmbeddedGraphStore(RecordedGraphStore):
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({str(self.path)!r}, engine={self.engine.name!r})"
 
-    # ---- BaseGraphStore extras -------------------------------------------------------------
+    # ---- reads -----------------------------------------------------------------------------
 
     def version(self) -> str:
         """An opaque token that changes on every put and remove and survives reopening."""
@@ -119,7 +114,7 @@ class EmbeddedGraphStore(RecordedGraphStore):
 
     def iter_edge_index(
         self, edge_type: EdgeTypeKey, chunk_size: int = DEFAULT_CHUNK_EDGES
-    ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Yield ``(row, col, e_id)`` chunks (global ids) of ``edge_type`` in edge-id order.
 
         The canonical edge list is the COO layout if one was put, else the first layout put.
@@ -136,8 +131,7 @@ class EmbeddedGraphStore(RecordedGraphStore):
             row, col = self._read_edges(info, low, high)
             for start in range(0, high - low, chunk_size):
                 stop = min(high - low, start + chunk_size)
-                yield (torch.from_numpy(row[start:stop]), torch.from_numpy(col[start:stop]),
-                       torch.arange(low + start, low + stop, dtype=torch.long))
+                yield row[start:stop], col[start:stop], np.arange(low + start, low + stop, dtype=np.int64)
 
     # ---- moving between engines ------------------------------------------------------------
 
@@ -184,13 +178,16 @@ class EmbeddedGraphStore(RecordedGraphStore):
             raise
         return store
 
-    # ---- PyG hooks -------------------------------------------------------------------------
+    # ---- writes ----------------------------------------------------------------------------
 
-    def _put_edge_index(self, edge_index: tuple[Tensor, Tensor], edge_attr: EdgeAttr) -> bool:
+    def put_edges(
+        self, edge_index: object, edge_type: EdgeTypeKey, layout: str,
+        size: tuple[int, int] | None = None, is_sorted: bool = False,
+    ) -> bool:
+        """Store ``edge_index`` as ``edge_type``'s edges in ``layout`` (``BaseGraphStore.put_edges``)."""
         self._check_writable()
-        edge_type = check_edge_type(edge_attr.edge_type)
-        layout = EdgeLayout(edge_attr.layout)
-        edges = to_coo(edge_index, edge_type, layout, edge_attr.size, bool(edge_attr.is_sorted))
+        edge_type, layout = check_edge_type(edge_type), checked_layout(layout)
+        edges = to_coo(edge_index, edge_type, layout, size, bool(is_sorted))
         key = edge_key(edge_type, layout)
         old = self._meta.get(key)
         src_type, dst_type = node_types_of(edge_type)
@@ -211,20 +208,21 @@ class EmbeddedGraphStore(RecordedGraphStore):
                 if old is not None:
                     self._run(f"DROP TABLE {old['table']}")
                 self._set_meta(key, {"table": table, "size": list(edges.size),
-                                     "is_sorted": bool(edge_attr.is_sorted),
+                                     "is_sorted": bool(is_sorted),
                                      "num_edges": int(edges.row.size), "seq": seq})
                 self._bump_version()
         except BaseException:
             self._drop_unnamed_rel_tables()
             raise
-        logger.info("edge type %r (%s): %d edges put into %s", edge_type, layout.value,
+        logger.info("edge type %r (%s): %d edges put into %s", edge_type, layout,
                     edges.row.size, table)
         return True
 
-    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+    def remove_edges(self, edge_type: EdgeTypeKey, layout: str) -> bool:
+        """Delete ``edge_type``'s edges in ``layout``; whether they were stored."""
         self._check_writable()
-        edge_type = check_edge_type(edge_attr.edge_type)
-        key = edge_key(edge_type, EdgeLayout(edge_attr.layout))
+        edge_type, layout = check_edge_type(edge_type), checked_layout(layout)
+        key = edge_key(edge_type, layout)
         info = self._meta.get(key)
         if info is None:
             return False
@@ -233,7 +231,7 @@ class EmbeddedGraphStore(RecordedGraphStore):
             self._run(f"MATCH (m:{_META} {{key: $key}}) DELETE m", {"key": key})
             del self._meta[key]
             self._bump_version()
-        logger.info("edge type %r (%s) removed", edge_type, edge_attr.layout)
+        logger.info("edge type %r (%s) removed", edge_type, layout)
         return True
 
     # ---- internals -------------------------------------------------------------------------

@@ -21,12 +21,11 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import numpy as np
-import torch
 from rocksdict import WriteBatch
-from torch import Tensor
 
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError, ResourceExhaustedError
 from gnnstore.common.graph_types import NodeType, checked_node_type
+from gnnstore.common.host_array import host_array
 from gnnstore.stores.rocks_db import RocksDBHandle, disk_full_as_error, open_rdict, scan_prefix
 
 logger = logging.getLogger(__name__)
@@ -107,7 +106,7 @@ class IdMap(RocksDBHandle):
         """
         return self._info(node_type).n
 
-    def to_ids(self, node_type: NodeType | None, keys: Iterable[NodeKey] | Tensor | np.ndarray) -> Tensor:
+    def to_ids(self, node_type: NodeType | None, keys: Iterable[NodeKey] | np.ndarray) -> np.ndarray:
         """Global ids of known ``keys``, in order (duplicates kept).
 
         Raises:
@@ -123,9 +122,9 @@ class IdMap(RocksDBHandle):
                 f"{' ...' if missing.size > _MAX_SHOWN else ''} ({missing.size} unknown of "
                 f"{len(ids)}; map them first with map_keys)"
             )
-        return torch.from_numpy(ids)
+        return ids
 
-    def lookup(self, node_type: NodeType | None, keys: Iterable[NodeKey] | Tensor | np.ndarray) -> Tensor:
+    def lookup(self, node_type: NodeType | None, keys: Iterable[NodeKey] | np.ndarray) -> np.ndarray:
         """Global id of each key in order, ``-1`` for a key the map does not know; never writes.
 
         One multi-get for the keys outside the identity prefix. A node type the map has never
@@ -137,11 +136,11 @@ class IdMap(RocksDBHandle):
         batch = _KeyBatch.of(keys, node_type)
         info = self._types.get(node_type)
         if info is None:
-            return torch.full((len(batch),), -1, dtype=torch.int64)
+            return np.full(len(batch), -1, dtype=np.int64)
         ids, _ = self._lookup(info, batch, positions=True)
-        return torch.from_numpy(ids)
+        return ids
 
-    def to_keys(self, node_type: NodeType | None, ids: Sequence[int] | Tensor | np.ndarray) -> list[NodeKey]:
+    def to_keys(self, node_type: NodeType | None, ids: Sequence[int] | np.ndarray) -> list[NodeKey]:
         """External keys of global ``ids``, in order.
 
         Raises:
@@ -164,7 +163,7 @@ class IdMap(RocksDBHandle):
 
     # ---- writes ----------------------------------------------------------------------------
 
-    def map_keys(self, node_type: NodeType | None, keys: Iterable[NodeKey] | Tensor | np.ndarray) -> Tensor:
+    def map_keys(self, node_type: NodeType | None, keys: Iterable[NodeKey] | np.ndarray) -> np.ndarray:
         """Global ids of ``keys``; unseen keys get the next dense ids in first-seen order.
 
         One WriteBatch holds the new keys (both directions) and the new count, so a failure
@@ -181,7 +180,7 @@ class IdMap(RocksDBHandle):
         info = self._types.get(node_type) or _TypeInfo(self._next_slot(wb))
         ids, missing_pos = self._lookup(info, batch, positions=True)
         if missing_pos.size == 0 and node_type in self._types:
-            return torch.from_numpy(ids)
+            return ids
         new_info = _TypeInfo(info.slot, info.n, info.identity)
         if missing_pos.size:
             uniq, first, inverse = batch.unique(missing_pos)
@@ -200,7 +199,7 @@ class IdMap(RocksDBHandle):
         self._write(wb)
         self._types[node_type] = new_info
         logger.info("id map %r: %d new ids (now %d)", node_type, new_info.n - info.n, new_info.n)
-        return torch.from_numpy(ids)
+        return ids
 
     def identity(self, node_type: NodeType | None, n: int) -> None:
         """Declare that ``node_type``'s keys ``0 .. n-1`` (ints) have ids equal to themselves.
@@ -301,8 +300,7 @@ class _KeyBatch:
 
     @classmethod
     def of(cls, keys: object, node_type: NodeType | None) -> "_KeyBatch":
-        if isinstance(keys, Tensor):
-            keys = keys.detach().cpu().numpy()
+        keys = host_array(keys) if hasattr(keys, "__array__") else keys  # a tensor's keys as numpy
         if isinstance(keys, np.ndarray):
             if keys.ndim != 1 or keys.dtype.kind not in "iuUO" and keys.size:
                 raise InvalidRequestError(
@@ -425,7 +423,8 @@ def _decode(raw: bytes) -> NodeKey:
 
 
 def _as_ids(ids: object, node_type: NodeType | None) -> np.ndarray:
-    arr = ids.detach().cpu().numpy() if isinstance(ids, Tensor) else np.asarray(ids)
+    arr = host_array(ids)
+    arr = np.asarray(ids) if arr is None else arr
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
         raise InvalidRequestError(
             f"node type {node_type!r}: ids must be a 1-D integer sequence of global ids, got "

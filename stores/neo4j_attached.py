@@ -21,14 +21,11 @@ import neo4j
 import numpy as np
 from neo4j import GraphDatabase
 from neo4j.exceptions import DriverError, Neo4jError
-from torch import Tensor
-from torch_geometric.data import EdgeAttr
-from torch_geometric.data.graph_store import EdgeLayout
 
 from gnnstore.common.durable_file import write_durably
 from gnnstore.common.errors import NotFoundError, PreconditionError, ServerUnavailableError
 from gnnstore.common.graph_types import EdgeType
-from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
+from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore, StoredEdgeAttr
 from gnnstore.stores.id_map import IdMap
 
 ATTACHED_SCHEMA = "attached-neo4j.json"
@@ -86,7 +83,6 @@ class AttachedNeo4jGraph(BaseGraphStore):
         self, uri: str, auth: tuple[str, str] | None, schema: AttachedSchema, id_map: IdMap | None = None, *,
         database: str | None = None,
     ) -> None:
-        super().__init__()
         self.uri = uri
         self.schema = schema
         self.id_map = id_map
@@ -113,10 +109,10 @@ class AttachedNeo4jGraph(BaseGraphStore):
         """The attach's node counts: they change only when the data directory is attached again."""
         return "attached:" + ",".join(f"{label}={self._count(label)}" for label in sorted(self.schema.keys))
 
-    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+    def edge_attrs(self) -> list[StoredEdgeAttr]:
         """One COO entry per relationship type, sized by the labels' ids."""
         return [
-            EdgeAttr(et, EdgeLayout.COO, size=(self._count(et[0]), self._count(et[-1])))
+            StoredEdgeAttr(et, "coo", False, (self._count(et[0]), self._count(et[-1])))
             for et in self.schema.relationships
         ]
 
@@ -148,23 +144,23 @@ class AttachedNeo4jGraph(BaseGraphStore):
             )
         except (DriverError, Neo4jError) as exc:
             raise ServerUnavailableError(f"Neo4j at {self.uri} cannot be read: {' '.join(str(exc).split())}") from None
-        row = self.id_map.lookup(src, _key_array(records[0]["row"])).numpy()
+        row = self.id_map.lookup(src, _key_array(records[0]["row"]))
         col = dst[np.asarray(records[0]["at"], dtype=np.int64)]
         known = row >= 0
         return row[known], col[known], np.full(int(known.sum()), -1, np.int64)
 
     def iter_edge_index(
         self, edge_type: EdgeType | None, chunk_size: int = DEFAULT_CHUNK_EDGES
-    ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         raise PreconditionError(_SNAPSHOT_ADVICE)
 
-    def _put_edge_index(self, edge_index: Any, edge_attr: EdgeAttr) -> bool:
+    def edge_index(self, edge_type: Any, layout: str) -> tuple[np.ndarray, np.ndarray]:
+        raise PreconditionError(_SNAPSHOT_ADVICE)
+
+    def put_edges(self, edge_index: object, edge_type: Any, layout: str, size: Any = None, is_sorted: bool = False) -> bool:
         raise PreconditionError("the attached Neo4j graph is only read; write it in Neo4j and attach again")
 
-    def _get_edge_index(self, edge_attr: EdgeAttr) -> Any:
-        raise PreconditionError(_SNAPSHOT_ADVICE)
-
-    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+    def remove_edges(self, edge_type: Any, layout: str) -> bool:
         raise PreconditionError("the attached Neo4j graph is only read; write it in Neo4j and attach again")
 
     def _count(self, label: str) -> int:

@@ -1,4 +1,4 @@
-"""PyG GraphStore over a Neo4j 5 server through the official Bolt driver.
+"""A graph store over a Neo4j 5 server through the official Bolt driver.
 
 Each edge type is a relationship pattern (``stores/neo4j_schema.py``); its relationships carry
 a dense ``eid`` (the position in the edge list as put) and a generation ``gen``, its nodes a
@@ -27,16 +27,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 from neo4j import READ_ACCESS, Driver, GraphDatabase, NotificationMinimumSeverity, RoutingControl
 from neo4j.exceptions import DriverError, Neo4jError
-from torch import Tensor
-from torch_geometric.data import EdgeAttr, EdgeLayout
-from torch_geometric.typing import EdgeTensorType, EdgeType
 from tqdm import tqdm
 
 from gnnstore.common.errors import NotFoundError, PreconditionError, ServerUnavailableError
-from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
+from gnnstore.common.graph_types import EdgeType
+from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, LAYOUTS, BaseGraphStore, StoredEdgeAttr, checked_layout
 from gnnstore.stores.edge_layout import from_coo, to_coo
 from gnnstore.stores.neo4j_import import IMPORTED_GENERATION, read_plan
 from gnnstore.stores.neo4j_schema import (
@@ -57,12 +54,11 @@ READ_SESSIONS = 4
 the reader): one session 494k edges/s, four 1.20M."""
 READ_PAGE_EDGES = 100_000
 """Edges of one page read for a snapshot: small enough that the pages read at once overlap."""
-_LAYOUT_ORDER = (EdgeLayout.COO, EdgeLayout.CSR, EdgeLayout.CSC)
 Layout = tuple[bool, tuple[int, int]]  # is_sorted, size as put (or inferred)
 
 
 class Neo4jGraphStore(BaseGraphStore):
-    """PyG GraphStore whose edges are relationships in Neo4j; safe to pickle into workers.
+    """A graph store whose edges are relationships in Neo4j; safe to pickle into workers.
 
     Args:
         uri: the Bolt URI, e.g. ``bolt://127.0.0.1:7687``.
@@ -227,23 +223,24 @@ class Neo4jGraphStore(BaseGraphStore):
                 )
         for schema, entry in schemas:
             self._make_schema(eid_index_statement(schema.rel))
-            self._commit(schema, {EdgeLayout.COO.value: (False, tuple(entry["size"]))}, entry["count"],
+            self._commit(schema, {"coo": (False, tuple(entry["size"]))}, entry["count"],
                          IMPORTED_GENERATION)
 
-    # -- PyG hooks -------------------------------------------------------------------------
+    # -- edges -----------------------------------------------------------------------------
 
-    def _put_edge_index(self, edge_index: EdgeTensorType, edge_attr: EdgeAttr) -> bool:
+    def put_edges(
+        self, edge_index: object, edge_type: EdgeType | None, layout: str,
+        size: tuple[int, int] | None = None, is_sorted: bool = False,
+    ) -> bool:
         """Store one layout of an edge type; other layouts of the same edges are kept.
 
         The edge list (edge-id order) is the COO when one was put, else the first layout put.
         Putting a layout whose edges differ from the stored ones replaces the edge type.
         Everything is validated before the first write, so bad input changes nothing.
         """
-        schema = EdgeSchema.of(edge_attr.edge_type)
-        edges = to_coo(
-            edge_index, edge_attr.edge_type, edge_attr.layout, edge_attr.size, bool(edge_attr.is_sorted)
-        )
-        row, col, size = torch.from_numpy(edges.row), torch.from_numpy(edges.col), edges.size
+        schema, layout = EdgeSchema.of(edge_type), checked_layout(layout)
+        edges = to_coo(edge_index, edge_type, layout, size, bool(is_sorted))
+        row, col, size = edges.row, edges.col, edges.size
         meta = self._edge_meta(schema).get(schema.key)
         stored = None if meta is None else self._read_all(schema, meta)
         gen = None if meta is None else meta["gen"]
@@ -251,43 +248,41 @@ class Neo4jGraphStore(BaseGraphStore):
         self._ensure_nodes(schema.dst, size[1])
         if stored is not None and _same_multiset(stored[0], stored[1], row, col):
             layouts = self._layouts(meta)
-            in_order = torch.equal(stored[0], row) and torch.equal(stored[1], col)
-            if edge_attr.layout == EdgeLayout.COO and not in_order:
+            in_order = np.array_equal(stored[0], row) and np.array_equal(stored[1], col)
+            if layout == "coo" and not in_order:
                 gen = self._write_edges(schema, row, col)  # the COO's order is the edge-id order
         else:
             layouts = {}
             gen = self._write_edges(schema, row, col)
-        layouts[edge_attr.layout.value] = (bool(edge_attr.is_sorted), size)
+        layouts[layout] = (bool(is_sorted), size)
         self._commit(schema, layouts, len(row), gen)
         if meta is None or gen != meta["gen"]:
             self._delete_edges(schema, keep=gen)  # the previous generation, and any left by a kill
         return True
 
-    def _get_edge_index(self, edge_attr: EdgeAttr) -> EdgeTensorType:
-        """The edge type in ``edge_attr.layout``, derived from the edge list in edge-id order.
+    def edge_index(self, edge_type: EdgeType | None, layout: str) -> tuple[np.ndarray, np.ndarray]:
+        """The edge type in ``layout``, derived from the edge list in edge-id order.
 
         Raises:
             NotFoundError: the edge type, or that layout of it, was never put (or was removed).
         """
-        schema = EdgeSchema.of(edge_attr.edge_type)
+        schema, layout = EdgeSchema.of(edge_type), checked_layout(layout)
         meta = self._stored(schema)
-        if edge_attr.layout.value not in meta["layouts"]:
+        if layout not in meta["layouts"]:
             raise NotFoundError(
-                f"edge type {schema.edge_type!r} has no {edge_attr.layout.value!r} layout "
-                f"(stored: {meta['layouts']})"
+                f"edge type {schema.edge_type!r} has no {layout!r} layout (stored: {meta['layouts']})"
             )
         row, col = self._read_all(schema, meta)
-        size = self._layouts(meta)[edge_attr.layout.value][1]
-        return from_coo(row.numpy(), col.numpy(), edge_attr.layout, size)
+        return from_coo(row, col, layout, self._layouts(meta)[layout][1])
 
-    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+    def remove_edges(self, edge_type: EdgeType | None, layout: str) -> bool:
         """Forget one layout; removing the last one deletes the edge type's relationships."""
-        schema = EdgeSchema.of(edge_attr.edge_type)
+        schema, layout = EdgeSchema.of(edge_type), checked_layout(layout)
         meta = self._edge_meta(schema).get(schema.key)
-        if meta is None or edge_attr.layout.value not in meta["layouts"]:
+        if meta is None or layout not in meta["layouts"]:
             return False
         layouts = self._layouts(meta)
-        del layouts[edge_attr.layout.value]
+        del layouts[layout]
         if layouts:
             self._commit(schema, layouts, int(meta["count"]), meta["gen"])
         else:
@@ -295,21 +290,21 @@ class Neo4jGraphStore(BaseGraphStore):
             self._delete_edges(schema)
         return True
 
-    def get_all_edge_attrs(self) -> list[EdgeAttr]:
-        """One fresh ``EdgeAttr`` per stored (edge type, layout), with its size."""
+    def edge_attrs(self) -> list[StoredEdgeAttr]:
+        """One record per stored (edge type, layout), with its size."""
         attrs = []
         for key, meta in sorted(self._edge_meta().items()):
             edge_type = EdgeSchema.from_key(key).edge_type
             stored = self._layouts(meta)
-            for layout in _LAYOUT_ORDER:
-                if layout.value in stored:
-                    is_sorted, size = stored[layout.value]
-                    attrs.append(EdgeAttr(edge_type, layout, is_sorted, size))
+            for layout in LAYOUTS:
+                if layout in stored:
+                    is_sorted, size = stored[layout]
+                    attrs.append(StoredEdgeAttr(edge_type, layout, is_sorted, tuple(size)))
         return attrs
 
     def iter_edge_index(
         self, edge_type: EdgeType | None, chunk_size: int = DEFAULT_CHUNK_EDGES
-    ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Yield ``(row, col, e_id)`` chunks (global ids) in edge-id order, one page per query
         (at most ``READ_PAGE_EDGES``, several read at once).
 
@@ -319,7 +314,7 @@ class Neo4jGraphStore(BaseGraphStore):
         schema = EdgeSchema.of(edge_type)
         meta = self._stored(schema)
         for lo, hi, row, col in self._pages(schema, meta, min(chunk_size, READ_PAGE_EDGES)):
-            yield row, col, torch.arange(lo, hi)
+            yield row, col, np.arange(lo, hi, dtype=np.int64)
 
     def sample_in_neighbors(
         self, edge_type: EdgeType | None, dst: np.ndarray, k: int
@@ -352,16 +347,16 @@ class Neo4jGraphStore(BaseGraphStore):
             raise NotFoundError(f"edge type {schema.edge_type!r} is not stored (stored: {known})")
         return meta
 
-    def _read_all(self, schema: EdgeSchema, meta: dict[str, Any]) -> tuple[Tensor, Tensor]:
+    def _read_all(self, schema: EdgeSchema, meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         """``(row, col)`` of the current generation in edge-id order, a page per query."""
         pages = list(self._pages(schema, meta, self.batch_size * 5))
         if not pages:
-            return torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)
-        return torch.cat([p[2] for p in pages]), torch.cat([p[3] for p in pages])
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        return np.concatenate([p[2] for p in pages]), np.concatenate([p[3] for p in pages])
 
     def _pages(
         self, schema: EdgeSchema, meta: dict[str, Any], page: int
-    ) -> Iterator[tuple[int, int, Tensor, Tensor]]:
+    ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
         """``(lo, hi, row, col)`` of each page of ``page`` edge ids, in order, ``READ_SESSIONS``
         pages read at once (each in its own session); at most that many are held ahead."""
         count = int(meta["count"])
@@ -384,7 +379,7 @@ class Neo4jGraphStore(BaseGraphStore):
 
     def _read_page(
         self, schema: EdgeSchema, gen: int, lo: int, hi: int, src: "_DenseIds", dst: "_DenseIds"
-    ) -> tuple[Tensor, Tensor]:
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Edges of generation ``gen`` with ``lo <= eid < hi``, placed by eid (an index range
         seek, no sort). The ends come as Neo4j's node ids, which ``src`` and ``dst`` map to
         dense ids: reading each end's ``id`` property instead cost Neo4j about 1.7x the CPU."""
@@ -405,7 +400,7 @@ class Neo4jGraphStore(BaseGraphStore):
         row, col = np.empty(hi - lo, np.int64), np.empty(hi - lo, np.int64)
         row[eid] = src.dense(records[0]["row"], schema.src)
         col[eid] = dst.dense(records[0]["col"], schema.dst)
-        return torch.from_numpy(row), torch.from_numpy(col)
+        return row, col
 
     def _internal_ids(self, node_label: str) -> tuple[np.ndarray, np.ndarray]:
         """``(neo4j_ids, dense_ids)`` of every node of a label, read in one query.
@@ -449,7 +444,7 @@ class Neo4jGraphStore(BaseGraphStore):
         self._write("CALL db.awaitIndexes(300)")
         self._schema_made.add(statement)
 
-    def _write_edges(self, schema: EdgeSchema, row: Tensor, col: Tensor) -> int:
+    def _write_edges(self, schema: EdgeSchema, rows: np.ndarray, cols: np.ndarray) -> int:
         """Create ``(row, col)`` with ``eid = 0 .. E-1`` under a fresh generation; return it.
 
         The nodes must exist. Readers keep seeing the current generation until ``_commit``
@@ -458,7 +453,6 @@ class Neo4jGraphStore(BaseGraphStore):
         """
         self._make_schema(eid_index_statement(schema.rel))
         gen = self._new_generation()
-        rows, cols = row.numpy(), col.numpy()
         order = np.argsort(rows, kind="stable")  # by source: about 2x faster (locality, locks)
         src = self._element_ids(schema.src)
         dst = src if schema.dst == schema.src else self._element_ids(schema.dst)
@@ -533,7 +527,7 @@ class Neo4jGraphStore(BaseGraphStore):
     def _commit(self, schema: EdgeSchema, layouts: dict[str, Layout], count: int, gen: int | None) -> None:
         """One transaction: point the edge type at ``layouts`` of generation ``gen`` (no layouts:
         forget the edge type) and bump the store's version."""
-        names = [layout.value for layout in _LAYOUT_ORDER if layout.value in layouts]
+        names = [layout for layout in LAYOUTS if layout in layouts]
         meta = (
             f"MERGE (t:{quote(EDGE_TYPE_LABEL)} {{key: $key}}) "
             "SET t.layouts = $layouts, t.sorted = $sorted, t.sizes = $sizes, t.count = $count, t.gen = $gen"
@@ -574,11 +568,11 @@ class _DenseIds:
         return self._dense[at]
 
 
-def _same_multiset(row_a: Tensor, col_a: Tensor, row_b: Tensor, col_b: Tensor) -> bool:
+def _same_multiset(row_a: np.ndarray, col_a: np.ndarray, row_b: np.ndarray, col_b: np.ndarray) -> bool:
     """Whether two edge lists hold the same edges, counting repeats, in any order."""
-    if row_a.numel() != row_b.numel():
+    if row_a.size != row_b.size:
         return False
-    if row_a.numel() == 0:
+    if row_a.size == 0:
         return True
     width = int(max(col_a.max(), col_b.max())) + 1
-    return torch.equal(torch.sort(row_a * width + col_a).values, torch.sort(row_b * width + col_b).values)
+    return np.array_equal(np.sort(row_a * width + col_a), np.sort(row_b * width + col_b))

@@ -24,12 +24,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
-from torch import Tensor
-from torch_geometric.data import EdgeAttr, EdgeLayout
-from torch_geometric.typing import EdgeTensorType, EdgeType, NodeType
 
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
-from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
+from gnnstore.common.graph_types import EdgeType, NodeType
+from gnnstore.common.host_array import host_array
+from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore, StoredEdgeAttr, checked_layout
 from gnnstore.stores.neo4j_schema import EdgeSchema
 
 PLAN = "import-plan.json"
@@ -48,24 +47,26 @@ class ImportFilesGraphStore(BaseGraphStore):
     """
 
     def __init__(self, directory: Path) -> None:
-        super().__init__()
         self.directory = Path(directory)
         if self.directory.exists() and any(self.directory.iterdir()):
             raise PreconditionError(f"the import directory {self.directory} is not empty")
         self.directory.mkdir(parents=True, exist_ok=True)
         self._labels: dict[str, int] = {}
         self._edges: dict[str, dict[str, Any]] = {}  # metadata key -> plan entry
-        self._attrs: dict[str, EdgeAttr] = {}
+        self._attrs: dict[str, StoredEdgeAttr] = {}
 
-    def _put_edge_index(self, edge_index: EdgeTensorType, edge_attr: EdgeAttr) -> bool:
-        edge_type = edge_attr.edge_type
+    def put_edges(
+        self, edge_index: object, edge_type: EdgeType | None, layout: str,
+        size: tuple[int, int] | None = None, is_sorted: bool = False,
+    ) -> bool:
+        """Write ``edge_type``'s import file (a COO with its size)."""
         schema = EdgeSchema.of(edge_type)
-        if edge_attr.layout != EdgeLayout.COO or edge_attr.size is None:
+        if checked_layout(layout) != "coo" or size is None:
             raise InvalidRequestError(f"edge type {edge_type!r}: import files take a COO with its size")
-        row, col = (np.ascontiguousarray(np.asarray(t), dtype=np.int64) for t in edge_index)
+        row, col = (np.ascontiguousarray(host_array(t), dtype=np.int64) for t in edge_index)
         if row.shape != col.shape or row.ndim != 1:
             raise InvalidRequestError(f"edge type {edge_type!r}: row and col must be 1-D of one length")
-        for end, ids, bound in (("source", row, edge_attr.size[0]), ("destination", col, edge_attr.size[1])):
+        for end, ids, bound in (("source", row, size[0]), ("destination", col, size[1])):
             if ids.size and (ids.min() < 0 or ids.max() >= bound):
                 raise InvalidRequestError(f"edge type {edge_type!r}: a {end} id is outside [0, {bound})")
         count = int(row.shape[0])
@@ -74,25 +75,25 @@ class ImportFilesGraphStore(BaseGraphStore):
         _write_csv(self.directory / entry["file"],
                    f":START_ID({schema.src}),:END_ID({schema.dst}),eid:long,gen:long",
                    [row, col, np.arange(count, dtype=np.int64), np.full(count, IMPORTED_GENERATION, np.int64)])
-        entry.update(count=count, size=[int(edge_attr.size[0]), int(edge_attr.size[1])])
-        for label, size in ((schema.src, edge_attr.size[0]), (schema.dst, edge_attr.size[1])):
-            self._labels[label] = max(self._labels.get(label, 0), int(size))
-        self._attrs[schema.key] = EdgeAttr(edge_type, EdgeLayout.COO, is_sorted=False, size=tuple(entry["size"]))
+        entry.update(count=count, size=[int(size[0]), int(size[1])])
+        for label, nodes in ((schema.src, size[0]), (schema.dst, size[1])):
+            self._labels[label] = max(self._labels.get(label, 0), int(nodes))
+        self._attrs[schema.key] = StoredEdgeAttr(edge_type, "coo", False, tuple(entry["size"]))
         return True
 
-    def _get_edge_index(self, edge_attr: EdgeAttr) -> EdgeTensorType:
+    def edge_index(self, edge_type: EdgeType | None, layout: str) -> tuple[np.ndarray, np.ndarray]:
         raise PreconditionError("import files are written, not read: import them into Neo4j first")
 
-    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+    def remove_edges(self, edge_type: EdgeType | None, layout: str) -> bool:
         raise PreconditionError("import files are written, not changed: write a new import directory")
 
-    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+    def edge_attrs(self) -> list[StoredEdgeAttr]:
         """The edge types put so far, as COOs."""
         return list(self._attrs.values())
 
     def iter_edge_index(
         self, edge_type: EdgeType | None, chunk_size: int = DEFAULT_CHUNK_EDGES
-    ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         raise PreconditionError("import files are written, not read: import them into Neo4j first")
 
     def version(self) -> str:
@@ -109,14 +110,14 @@ class ImportFilesGraphStore(BaseGraphStore):
 
 
 def write_import_files(
-    edges: Mapping[EdgeType | None, tuple[Tensor, Tensor]],
+    edges: Mapping[EdgeType | None, tuple[np.ndarray, np.ndarray]],
     num_nodes: Mapping[NodeType | None, int],
     directory: Path,
 ) -> dict[str, Any]:
     """Write the import files of a whole graph into ``directory`` (created; must be empty).
 
     Args:
-        edges: edge type → ``(row, col)`` global ids; the edge ids are the positions.
+        edges: edge type → ``(row, col)`` global ids (arrays or tensors); the edge ids are the positions.
         num_nodes: node type → count (ids ``0 .. count-1``); every endpoint type must be here.
 
     Returns:
@@ -133,7 +134,7 @@ def write_import_files(
         missing = [end for end, nt in (("source", src), ("destination", dst)) if nt not in num_nodes]
         if missing:
             raise InvalidRequestError(f"edge type {edge_type!r}: its {missing[0]} node type has no count in num_nodes")
-        store.put_edge_index((row, col), edge_type=edge_type, layout="coo", size=(num_nodes[src], num_nodes[dst]))
+        store.put_edges((row, col), edge_type, "coo", (num_nodes[src], num_nodes[dst]))
     store.finish()
     return read_plan(directory)
 

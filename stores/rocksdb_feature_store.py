@@ -1,196 +1,64 @@
-"""PyG FeatureStore over RocksDB: one fixed-width row per (group, attr, global id).
-
-A group is a node type, or for edge attributes an edge type (``(None, None)`` when homogeneous)
-whose rows are indexed by edge id.
-
-Layout (raw-mode rocksdict, all integers big-endian so byte order is numeric order):
-
-* ``b"\\x00m" + json([group_name, attr_name])`` -> json metadata ``{slot, dtype, shape}``;
-* ``b"\\x00n"`` -> the next free slot, ``b"\\x00v"`` -> ``"<db uuid>-<counter>"`` (the version);
-* ``b"\\x00p" + slot`` marks a slot being bulk-loaded (removed on commit, swept on open);
-* ``b"\\x01" + slot (4 bytes) + id (8 bytes)`` -> the row's raw bytes (native little-endian).
-
-Writes are serialised by one lock per store (slot counter, version counter and metadata are
-read-modify-write), so concurrent writers never share a slot or lose a version bump.
-A (group, attr) owns one slot, so its rows are contiguous. A whole put (``index=None``)
-writes the rows into a fresh slot through an SST file, then switches the metadata to it,
-bumps the version and deletes the old slot's range in one WriteBatch: readers see the old
-tensor or the new one, never a mix. A put with an index and a remove are one WriteBatch.
-"""
+"""PyG FeatureStore over RocksDB: ``RocksDBRows`` (``rocksdb_rows.py``, which says how rows are
+kept) with PyG's tensors and ``TensorAttr`` in front, for ingest and in-process use."""
 from __future__ import annotations
 
-import json
-import logging
 import os
-import tempfile
-import threading
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 
-import numpy as np
-import torch
-from rocksdict import ReadOptions, SstFileWriter, WriteBatch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
 from gnnstore.common.attr_schema import AttrSchema
-from gnnstore.common.errors import (
-    InvalidRequestError,
-    NotFoundError,
-    PreconditionError,
-)
-from gnnstore.stores.rocks_db import (
-    RocksDBHandle,
-    disk_full_as_error,
-    open_rdict,
-    rocksdb_options,
-    scan_prefix,
-)
-from gnnstore.stores.row_index import GroupName, check_group_name, resolve_index
-
-logger = logging.getLogger(__name__)
-
-_META = b"\x00m"
-_NEXT_SLOT = b"\x00n"
-_VERSION = b"\x00v"
-_PENDING = b"\x00p"
-_ROW = b"\x01"
-_KEY = np.dtype([("p", "u1"), ("slot", ">u4"), ("id", ">u8")])
-_SST_MIN_ROWS = 4096  # below this a whole put goes through one WriteBatch
-_SST_CHUNK_BYTES = 16 << 20  # row bytes held as Python bytes at once while an SST file is written...
-_SST_CHUNK_ROWS = 1 << 16  # ...and rows: a Python bytes object costs ~35 bytes beside a narrow row
-_BULK_READ = ReadOptions()
-_BULK_READ.fill_cache(False)
-
-TensorInput = Tensor | np.ndarray | list
-"""What a put takes as a tensor: PyG's ``FeatureTensorType`` or a (nested) list."""
-
-_DTYPES: dict[str, torch.dtype] = {
-    str(d).removeprefix("torch."): d
-    for d in (
-        torch.float64, torch.float32, torch.float16, torch.bfloat16,
-        torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
-        torch.complex64, torch.complex128,
-    )
-}
-STORABLE_DTYPES = frozenset(_DTYPES.values())  # what a put accepts; ingest checks the same set
+from gnnstore.common.tensor_rows import rows_tensor, tensor_rows
+from gnnstore.stores.rocksdb_rows import RocksDBRows
+from gnnstore.stores.row_index import check_group_name
 
 
-@dataclass
-class _Meta:
-    slot: int
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-
-    @property
-    def row_bytes(self) -> int:
-        return int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
-
-    def to_json(self) -> bytes:
-        name = str(self.dtype).removeprefix("torch.")
-        return json.dumps({"slot": self.slot, "dtype": name, "shape": list(self.shape)}).encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes) -> "_Meta":
-        d = json.loads(raw)
-        return cls(int(d["slot"]), _DTYPES[d["dtype"]], tuple(int(s) for s in d["shape"]))
-
-
-def _meta_key(group: GroupName, attr: str) -> bytes:
-    return _META + json.dumps([group, attr]).encode()
-
-
-def _row_keys(slot: int, ids: np.ndarray) -> list[bytes]:
-    keys = np.empty(len(ids), _KEY)
-    keys["p"], keys["slot"], keys["id"] = _ROW[0], slot, ids
-    return keys.view("V13").tolist()
-
-
-def _slot_range(slot: int) -> tuple[bytes, bytes]:
-    return _ROW + slot.to_bytes(4, "big"), _ROW + (slot + 1).to_bytes(4, "big")
-
-
-def _rows_to_bytes(tensor: Tensor, row_bytes: int) -> list[bytes]:
-    n = tensor.shape[0]
-    if row_bytes == 0:
-        return [b""] * n
-    flat = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
-    return flat.reshape(n, row_bytes).view(f"V{row_bytes}").ravel().tolist()
-
-
-def _rows(meta: _Meta, tensor: Tensor, start: int, stop: int) -> Iterator[tuple[bytes, bytes]]:
-    """(key, value) of rows ``start .. stop-1`` of a whole put into ``meta``'s slot."""
-    keys = _row_keys(meta.slot, np.arange(start, stop, dtype=np.int64))
-    return zip(keys, _rows_to_bytes(tensor[start:stop], meta.row_bytes))
-
-
-class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
+class RocksDBFeatureStore(FeatureStore):
     """PyG FeatureStore over RocksDB (rocksdict): fixed-width rows keyed by global id.
 
     Args:
         path: the RocksDB directory (created when missing unless ``read_only``).
         read_only: open without the write lock; puts and removes raise ``PreconditionError``.
         follow: read-only, following another process's writes (``catch_up``).
+
+    Attributes:
+        rows: the store underneath, as numpy arrays (what the server reads and writes).
     """
 
     def __init__(self, path: str | os.PathLike, *, read_only: bool = False, follow: bool = False) -> None:
         super().__init__()
-        self.path = Path(path)
-        self.read_only = read_only or follow
-        self._db = open_rdict(self.path, read_only=self.read_only, what="feature store", follow=follow)
-        self._write_lock = threading.Lock()
-        if not self.read_only:
-            self._init_db()
-        self._metas = self._load_metas()
+        self.rows = RocksDBRows(path, read_only=read_only, follow=follow)
 
-    # ---- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def over(cls, rows: RocksDBRows) -> RocksDBFeatureStore:
+        """PyG's FeatureStore over an open ``RocksDBRows`` (an ``open_stores`` result's
+        ``feature_store``); closing either closes both."""
+        store = cls.__new__(cls)
+        FeatureStore.__init__(store)
+        store.rows = rows
+        return store
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({str(self.path)!r})"
 
-    def _init_db(self) -> None:
-        """Create the version and slot counter on first open; sweep half-done bulk loads."""
-        wb = WriteBatch(raw_mode=True)
-        if self._db.get(_VERSION) is None:
-            wb.put(_VERSION, f"{uuid.uuid4().hex}-0".encode())
-            wb.put(_NEXT_SLOT, (0).to_bytes(4, "big"))
-        for key, _ in list(scan_prefix(self._db, _PENDING)):
-            begin, end = _slot_range(int.from_bytes(key[len(_PENDING):], "big"))
-            wb.delete_range(begin, end)
-            wb.delete(key)
-            logger.info("feature store %s: swept an unfinished bulk load", self.path)
-        if not wb.is_empty():
-            self._db.write(wb)
-        for leftover in self.path.glob("ingest-*.sst"):
-            leftover.unlink()
+    @property
+    def path(self) -> Path:
+        """The RocksDB directory."""
+        return self.rows.path
 
-    def _caught_up(self) -> None:
-        self._metas = self._load_metas()
-
-    def _load_metas(self) -> dict[tuple[GroupName, str], _Meta]:
-        metas = {}
-        for key, value in scan_prefix(self._db, _META):
-            group, attr = json.loads(key[len(_META):])
-            if isinstance(group, list):
-                group = tuple(group)
-            metas[(group, attr)] = _Meta.from_json(value)
-        return metas
-
-    # ---- public extras ---------------------------------------------------------------------
+    @property
+    def read_only(self) -> bool:
+        """Whether puts and removes are refused."""
+        return self.rows.read_only
 
     def version(self) -> str:
         """An opaque token that changes on every put and remove and survives reopening."""
-        return self._db[_VERSION].decode()
+        return self.rows.version()
 
     def tensor_schema(self) -> list[AttrSchema]:
         """Dtype and shape of every stored (group_name, attr_name), read from metadata."""
-        return [
-            AttrSchema(group, attr, meta.dtype, meta.shape)
-            for (group, attr), meta in sorted(self._metas.items(), key=lambda kv: repr(kv[0]))
-        ]
+        return self.rows.tensor_schema()
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
         """One fresh ``TensorAttr`` per stored node attribute, with ``index=None``.
@@ -204,209 +72,41 @@ class RocksDBFeatureStore(RocksDBHandle, FeatureStore):
             for s in self.tensor_schema() if not s.is_edge
         ]
 
+    def catch_up(self) -> None:
+        """Read what the writer of a followed store (``follow=True``) wrote since the last call."""
+        self.rows.catch_up()
+
+    def copy_to(self, path: Path) -> None:
+        """Copy the store, one consistent view of it, into a new database at ``path``."""
+        self.rows.copy_to(path)
+
+    def close(self) -> None:
+        """Flush and close the store; it is unusable afterwards."""
+        self.rows.close()
+
+    def __enter__(self) -> RocksDBFeatureStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # ---- PyG hooks -------------------------------------------------------------------------
 
-    def _put_tensor(self, tensor: TensorInput, attr: TensorAttr) -> bool:
-        self._check_writable()
+    def _put_tensor(self, tensor: object, attr: TensorAttr) -> bool:
         group = check_group_name(attr.group_name)
-        name = _check_attr_name(attr.attr_name)
-        tensor = _as_tensor(tensor, group, name)
-        with self._write_lock, disk_full_as_error(f"feature {group!r}.{name!r}"):
-            return self._put_checked(group, name, tensor, attr.index)
-
-    def _put_checked(self, group: GroupName, name: str, tensor: Tensor, index: object) -> bool:
-        """The put of a checked tensor (call under the write lock)."""
-        meta = self._metas.get((group, name))
-        if index is None or (meta is None and _is_full_slice(index)):
-            self._put_whole(group, name, tensor)
-            return True
-        if meta is None:
-            meta = _Meta(-1, tensor.dtype, (0, *tensor.shape[1:]))
-        ids = resolve_index(index, meta.shape[0], group, name, allow_append=True)
-        if ids.ndim == 0:
-            ids = ids.reshape(1)
-            if tuple(tensor.shape) == meta.shape[1:]:
-                tensor = tensor.unsqueeze(0)
-        _check_rows(group, name, meta, tensor, len(ids))
-        self._put_rows(group, name, meta, ids, tensor)
-        return True
+        array, dtype = tensor_rows(tensor, f"feature {group!r}.{attr.attr_name!r}")
+        return self.rows.write(group, attr.attr_name, array, dtype, attr.index)
 
     def _get_tensor(self, attr: TensorAttr) -> Tensor:
-        group, name = check_group_name(attr.group_name), attr.attr_name
-        meta = self._meta(group, name)
-        ids = resolve_index(attr.index, meta.shape[0], group, name)
-        if ids.ndim == 0:
-            return self._read(meta, ids.reshape(1))[0]
-        return self._read(meta, ids)
+        group = check_group_name(attr.group_name)
+        dtype = self.rows.dtype(group, attr.attr_name)
+        return rows_tensor(self.rows.read(group, attr.attr_name, attr.index), dtype)
 
     def _multi_get_tensor(self, attrs: list[TensorAttr]) -> list[Tensor]:
         return [self._get_tensor(attr) for attr in attrs]
 
     def _remove_tensor(self, attr: TensorAttr) -> bool:
-        self._check_writable()
-        group, name = check_group_name(attr.group_name), attr.attr_name
-        with self._write_lock, disk_full_as_error(f"removal of feature {group!r}.{name!r}"):
-            meta = self._metas.get((group, name))
-            if meta is None:
-                return False
-            wb = WriteBatch(raw_mode=True)
-            wb.delete(_meta_key(group, name))
-            wb.delete_range(*_slot_range(meta.slot))
-            self._bump_version(wb)
-            self._db.write(wb)
-            del self._metas[(group, name)]
-        logger.info("feature %r.%r removed", group, name)
-        return True
+        return self.rows.remove(attr.group_name, attr.attr_name)
 
     def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
-        meta = self._metas.get((check_group_name(attr.group_name), attr.attr_name))
-        return None if meta is None else meta.shape
-
-    # ---- internals -------------------------------------------------------------------------
-
-    def _meta(self, group: GroupName, name: str) -> _Meta:
-        meta = self._metas.get((group, name))
-        if meta is None:
-            have = sorted(f"{g!r}.{a!r}" for g, a in self._metas)
-            raise NotFoundError(
-                f"no feature {name!r} for node type {group!r} (stored: {', '.join(have) or 'none'})"
-            )
-        return meta
-
-    def _check_writable(self) -> None:
-        if self.read_only:
-            raise PreconditionError(f"feature store {self.path} is open read-only")
-
-    def _read(self, meta: _Meta, ids: np.ndarray) -> Tensor:
-        """Rows ``ids`` (validated, in order, duplicates kept): one range scan or one multi-get."""
-        n = len(ids)
-        if n == 0 or meta.row_bytes == 0:
-            return torch.empty((n, *meta.shape[1:]), dtype=meta.dtype)
-        if ids[-1] - ids[0] == n - 1 and np.all(np.diff(ids) == 1):  # a run: one range scan
-            # a bulk read (an export of the tier): its blocks would only evict the cached ones
-            values = islice(self._db.values(from_key=_row_keys(meta.slot, ids[:1])[0], read_opt=_BULK_READ), n)
-        else:
-            values = self._db[_row_keys(meta.slot, ids)]
-        raw = np.frombuffer(b"".join(values), dtype=np.uint8)
-        if raw.size != n * meta.row_bytes:
-            raise PreconditionError(
-                f"feature store {self.path}: rows of slot {meta.slot} are missing or truncated "
-                "(the database is corrupt; re-run `gnnstore ingest`)"
-            )
-        return torch.from_numpy(raw.copy()).view(meta.dtype).reshape(n, *meta.shape[1:])
-
-    def _next_slot(self, wb: WriteBatch) -> int:
-        slot = int.from_bytes(self._db[_NEXT_SLOT], "big")
-        wb.put(_NEXT_SLOT, (slot + 1).to_bytes(4, "big"))
-        return slot
-
-    def _bump_version(self, wb: WriteBatch) -> None:
-        db_id, counter = self._db[_VERSION].decode().rsplit("-", 1)
-        wb.put(_VERSION, f"{db_id}-{int(counter) + 1}".encode())
-
-    def _put_whole(self, group: GroupName, name: str, tensor: Tensor) -> None:
-        """Replace (group, name) by ``tensor``: rows into a fresh slot, then one switch."""
-        old = self._metas.get((group, name))
-        reserve = WriteBatch(raw_mode=True)
-        meta = _Meta(self._next_slot(reserve), tensor.dtype, tuple(tensor.shape))
-        rows = tensor.shape[0]
-        commit = WriteBatch(raw_mode=True)
-        if rows >= _SST_MIN_ROWS:
-            pending = _PENDING + meta.slot.to_bytes(4, "big")
-            reserve.put(pending, b"")
-            self._db.write(reserve)
-            self._ingest(meta, tensor)
-            commit.delete(pending)
-        else:
-            self._db.write(reserve)
-            for key, value in _rows(meta, tensor, 0, rows):
-                commit.put(key, value)
-        commit.put(_meta_key(group, name), meta.to_json())
-        if old is not None:
-            commit.delete_range(*_slot_range(old.slot))
-        self._bump_version(commit)
-        self._db.write(commit)
-        self._metas[(group, name)] = meta
-        logger.info("feature %r.%r put: %d rows of %s", group, name, rows, meta.dtype)
-
-    def _ingest(self, meta: _Meta, tensor: Tensor) -> None:
-        """Write the rows into one SST file and ingest it (keys ascend by slot, id). The rows go
-        a chunk at a time: a Python bytes object per row costs ~110 bytes beside a 4-byte value."""
-        fd, sst = tempfile.mkstemp(prefix="ingest-", suffix=".sst", dir=self.path)
-        os.close(fd)
-        try:
-            writer = SstFileWriter(options=rocksdb_options())
-            writer.open(sst)
-            step = max(1, min(_SST_CHUNK_ROWS, _SST_CHUNK_BYTES // max(1, meta.row_bytes)))
-            for start in range(0, tensor.shape[0], step):
-                for key, value in _rows(meta, tensor, start, min(tensor.shape[0], start + step)):
-                    writer[key] = value
-            writer.finish()
-            self._db.ingest_external_file([sst])
-        finally:
-            if os.path.exists(sst):
-                os.remove(sst)
-
-    def _put_rows(
-        self, group: GroupName, name: str, meta: _Meta, ids: np.ndarray, tensor: Tensor
-    ) -> None:
-        """Update rows ``ids`` (and append contiguous new ones) in one WriteBatch."""
-        wb = WriteBatch(raw_mode=True)
-        if meta.slot < 0:
-            meta = _Meta(self._next_slot(wb), meta.dtype, meta.shape)
-        n = max(meta.shape[0], int(ids.max()) + 1 if len(ids) else 0)
-        new = _Meta(meta.slot, meta.dtype, (n, *meta.shape[1:]))
-        for key, value in zip(_row_keys(meta.slot, ids), _rows_to_bytes(tensor, meta.row_bytes)):
-            wb.put(key, value)
-        wb.put(_meta_key(group, name), new.to_json())
-        self._bump_version(wb)
-        self._db.write(wb)
-        self._metas[(group, name)] = new
-        logger.info("feature %r.%r: %d rows updated", group, name, len(ids))
-
-
-
-def _check_attr_name(name: object) -> str | None:
-    """A non-empty str, or None (PyG's ``TensorAttr`` allows it: ``store['A', None, None] = x``)."""
-    if name is not None and (not isinstance(name, str) or not name):
-        raise InvalidRequestError(f"attr_name must be a non-empty str or None, got {name!r}")
-    return name
-
-
-def _as_tensor(tensor: object, group: GroupName, name: str) -> Tensor:
-    if isinstance(tensor, np.ndarray) and tensor.dtype != object:
-        tensor = torch.from_numpy(tensor)
-    if not isinstance(tensor, Tensor):
-        try:
-            tensor = torch.as_tensor(tensor)
-        except (TypeError, ValueError, RuntimeError) as exc:
-            raise InvalidRequestError(
-                f"feature {group!r}.{name!r}: expected a Tensor of shape [N, *] with fixed-width "
-                f"rows, got {type(tensor).__name__} ({exc})"
-            ) from exc
-    if tensor.dim() == 0:
-        raise InvalidRequestError(f"feature {group!r}.{name!r}: expected shape [N, *], got a scalar")
-    if tensor.dtype not in STORABLE_DTYPES:
-        raise InvalidRequestError(f"feature {group!r}.{name!r}: unsupported dtype {tensor.dtype}")
-    return tensor
-
-
-def _check_rows(group: GroupName, name: str, meta: _Meta, tensor: Tensor, num_ids: int) -> None:
-    if tensor.dtype != meta.dtype:
-        raise InvalidRequestError(
-            f"feature {group!r}.{name!r} holds {meta.dtype}, got {tensor.dtype}"
-        )
-    if tuple(tensor.shape[1:]) != meta.shape[1:]:
-        raise InvalidRequestError(
-            f"feature {group!r}.{name!r} has rows of shape {list(meta.shape[1:])}, got a tensor "
-            f"of shape {list(tensor.shape)}"
-        )
-    if tensor.shape[0] != num_ids:
-        raise InvalidRequestError(
-            f"feature {group!r}.{name!r}: index selects {num_ids} rows but the tensor has "
-            f"{tensor.shape[0]}"
-        )
-
-
-def _is_full_slice(index: object) -> bool:
-    return isinstance(index, slice) and index == slice(None)
+        return self.rows.size(attr.group_name, attr.attr_name)

@@ -14,6 +14,10 @@ import time as clock
 from abc import ABC, abstractmethod
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
+from gnnstore.common.dtypes import computable
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -24,7 +28,8 @@ class AttrIndexCache(ABC, Generic[T]):
 
     Args:
         engine: the snapshot's engine (``SamplingEngine``).
-        feature_store: the durable feature store (``version()``, ``tensor_schema()``, ``get_tensor``).
+        feature_store: the durable feature store (``RocksDBRows``: ``version()``, ``tensor_schema()``,
+            ``read``, ``dtype``).
     """
 
     what = "index"
@@ -52,6 +57,6 @@ class AttrIndexCache(ABC, Generic[T]):
                 self._cached = (key, index)
             return self._cached[1]
 
-    def _read(self, group: Any, attr: str) -> Any:
-        """The whole stored tensor of ``attr`` in ``group``."""
-        return self._features.get_tensor(group_name=group, attr_name=attr, index=None)
+    def _read(self, group: Any, attr: str) -> np.ndarray:
+        """Every row of ``attr`` in ``group``, in a dtype numpy computes with (bfloat16 widened)."""
+        return computable(self._features.read(group, attr), self._features.dtype(group, attr))

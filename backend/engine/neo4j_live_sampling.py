@@ -50,7 +50,7 @@ class LiveSampler:
 
     Args:
         graph_store: the Neo4j store (gnnstore's schema, or the user's as attached:
-            ``get_all_edge_attrs`` and ``sample_in_neighbors`` are all it reads); its driver
+            ``edge_attrs`` and ``sample_in_neighbors`` are all it reads); its driver
             opens lazily in each loader worker.
         num_neighbors: fanouts per hop (-1 = all): one list for every edge type, or a dict
             edge type -> list (each edge type, one length).
@@ -66,7 +66,7 @@ class LiveSampler:
     ) -> None:
         self.graph_store = graph_store
         sizes: dict[EdgeType | None, tuple[int, int]] = {}
-        for attr in graph_store.get_all_edge_attrs():
+        for attr in graph_store.edge_attrs():
             sizes.setdefault(attr.edge_type, tuple(attr.size))
         if not sizes:
             raise InvalidRequestError("the Neo4j graph store holds no edges to sample from")

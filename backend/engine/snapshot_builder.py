@@ -68,7 +68,7 @@ def build_snapshot(
     asked for and it has none); a rebuild replaces it atomically.
 
     Args:
-        graph_store: the store to read; its ``get_all_edge_attrs()`` must carry sizes.
+        graph_store: the store to read; its ``edge_attrs()`` must carry sizes.
         directory: the snapshots folder (``<data_dir>/snapshots``).
         csr: also build the CSR, for sampling outgoing edges.
         rebuild: build again even when a snapshot of this version exists.
@@ -117,7 +117,7 @@ def _node_counts(
 ) -> tuple[dict[NodeType | None, int], dict[EdgeType | None, tuple[int, int]]]:
     """Node count per node type and ``(num_src, num_dst)`` per edge type, from the edge attrs."""
     sizes: dict[EdgeType | None, tuple[int, int]] = {}
-    for attr in graph_store.get_all_edge_attrs():
+    for attr in graph_store.edge_attrs():
         if attr.size is None:
             raise PreconditionError(f"edge type {attr.edge_type!r} has no size in the graph store")
         # Layouts of one edge type may carry different sizes; the widest covers them all.
@@ -202,7 +202,7 @@ def _chunks(
 ) -> Iterator[list[np.ndarray]]:
     """The store's ``(row, col, e_id)`` chunks as int64 numpy arrays, ids checked against ``size``."""
     for row, col, e_id in graph_store.iter_edge_index(edge_type, chunk_size):
-        arrays = [t.detach().cpu().long().numpy() for t in (row, col, e_id)]
+        arrays = [np.asarray(ids, dtype=np.int64) for ids in (row, col, e_id)]
         for name, ids, bound in (("source", arrays[0], size[0]), ("destination", arrays[1], size[1])):
             bad = first_out_of_range(ids, bound)
             if bad is not None:

@@ -35,14 +35,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from gnnstore.backend.features.direct_reads import DirectRows
 from gnnstore.backend.features.mapped_reads import MappedRows, ReadPool, map_rows
 from gnnstore.backend.features.resident_arrays import file_identity, in_memory
 from gnnstore.common.allocate import Allocate
 from gnnstore.common.disk import full_disk_as_error, preallocated_npy
+from gnnstore.common.dtypes import storage_dtype
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.common.row_copy import copy_rows, row_words
 
@@ -60,29 +59,19 @@ _EXPORT_ATTEMPTS = 3
 
 
 class VersionedFeatureStore(Protocol):
-    """What the tier needs of a feature store (``RocksDBFeatureStore`` provides it)."""
+    """What the tier needs of a feature store (``RocksDBRows`` provides it)."""
 
     def version(self) -> str: ...
 
     def tensor_schema(self) -> list[Any]: ...
 
-    def get_tensor(self, *args: Any, **kwargs: Any) -> Tensor: ...
+    def read(self, group: Any, name: str | None, index: Any = None) -> np.ndarray: ...
 
 
-def _storage_dtype(dtype: torch.dtype) -> np.dtype:
-    """The numpy dtype an array of ``dtype`` is kept as (raw bits for dtypes numpy lacks)."""
-    try:
-        return torch.empty(0, dtype=dtype).numpy().dtype
-    except TypeError:  # bfloat16 and friends: keep the bits in an unsigned int of equal size
-        return np.dtype(f"u{dtype.itemsize}")
-
-
-def allocated(empty: Allocate | None, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
-    """An uninitialised tensor of ``dtype`` viewing the array ``empty`` makes (its raw bits for a
-    dtype numpy lacks), or a new one without ``empty``."""
-    if empty is None:
-        return torch.empty(shape, dtype=dtype)
-    return torch.from_numpy(empty(shape, _storage_dtype(dtype))).view(dtype)
+def allocated(empty: Allocate | None, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """An uninitialised array of the dtype named ``dtype`` (``storage_dtype``'s), made by
+    ``empty`` or by numpy."""
+    return (empty or np.empty)(shape, storage_dtype(dtype))
 
 
 def _group_key(group: Any) -> Any:
@@ -94,29 +83,28 @@ def _group_key(group: Any) -> Any:
 class TierArray:
     """One exported (node type, attr): its rows, read-only, held in memory (``resident_from``:
     the (device, inode) of the file they were read from) or memory-mapped, read from the disk
-    by ``reads`` (``MappedRows`` through the page cache, or ``DirectRows`` around it)."""
+    by ``reads`` (``MappedRows`` through the page cache, or ``DirectRows`` around it). ``dtype``
+    names the rows' dtype (``rows`` holds ``bfloat16`` as raw words)."""
 
     group_name: Any
     attr_name: str | None
-    dtype: torch.dtype
+    dtype: str
     rows: np.ndarray
     resident_from: tuple[int, int] | None = None
     reads: MappedRows | DirectRows | None = None
 
     def gather(
-        self, ids: Any, empty: Allocate | None = None, placement: tuple[np.ndarray, int] | None = None
-    ) -> Tensor:
+        self, ids: np.ndarray, empty: Allocate | None = None, placement: tuple[np.ndarray, int] | None = None
+    ) -> np.ndarray:
         """Rows of ``ids`` (global) in order, duplicates kept; range-checked once.
 
-        ``empty(shape, dtype)`` allocates the result's array (default: a new tensor). With
+        ``empty(shape, dtype)`` allocates the result (default: ``np.empty``). With
         ``placement = (at, length)`` the result has ``length`` rows and the row of ``ids[j]`` is
         written at ``at[j]``; the other rows are left as allocated.
 
         Raises:
             InvalidRequestError: ids that are not integers, or out of ``0 .. N-1``.
         """
-        if isinstance(ids, Tensor):
-            ids = ids.detach().cpu().numpy()
         ids = np.asarray(ids).reshape(-1)
         if ids.dtype.kind not in "iu" and ids.size:
             raise InvalidRequestError(
@@ -134,7 +122,7 @@ class TierArray:
                 f"attr {self.attr_name!r} (valid ids: 0..{n - 1})"
             )
         out = allocated(empty, (length, *self.rows.shape[1:]), self.dtype)
-        if out.numel():
+        if out.size:
             ids = ids.astype(np.int64, copy=False)
             if self.reads is None:
                 copy_rows(row_words(out), at, row_words(self.rows), ids)
@@ -215,7 +203,7 @@ class TierSnapshot:
                 rows = np.load(file, mmap_mode="r" if np.prod(shape) else None)
                 if rows.shape != shape:
                     raise ValueError(f"{file}: shape {rows.shape}, manifest says {shape}")
-                arrays[(group, attr)] = TierArray(group, attr, getattr(torch, entry["dtype"]), rows)
+                arrays[(group, attr)] = TierArray(group, attr, entry["dtype"], rows)
             total = sum(a.rows.nbytes for a in arrays.values())
             direct = page_cache_bytes is not None and total > page_cache_bytes
             held = {} if previous is None else {a.resident_from: a.rows for a in previous.arrays.values()}
@@ -315,7 +303,7 @@ def _entry(schema: Any, file: Path) -> dict:
     return {
         "group_name": schema.group_name,
         "attr_name": schema.attr_name,
-        "dtype": str(schema.dtype).removeprefix("torch."),
+        "dtype": schema.dtype,
         "shape": list(schema.shape),
         "file": file.name,
     }
@@ -335,8 +323,8 @@ def _patched(store: VersionedFeatureStore, old: Path, new: Path, schema: Any, id
     ``pwrite`` (the copy's blocks exist, so no write through a map can fault on a full disk)."""
     shutil.copyfile(old, new)
     ids = np.unique(ids)
-    rows = store.get_tensor(group_name=schema.group_name, attr_name=schema.attr_name, index=torch.from_numpy(ids))
-    raw = rows.contiguous().view(torch.uint8).numpy().reshape(len(ids), -1)
+    rows = store.read(schema.group_name, schema.attr_name, ids)
+    raw = np.ascontiguousarray(rows).reshape(len(ids), -1).view(np.uint8)
     start, width = np.load(new, mmap_mode="r").offset, raw.shape[1]  # the .npy header's length
     with open(new, "r+b") as handle:
         for row, at in zip(raw, ids.tolist()):
@@ -377,17 +365,15 @@ def _export_array(store: VersionedFeatureStore, schema: Any, build: Path, k: int
     """Copy one (node type, attr) into ``build/<k>.npy``; return its manifest entry."""
     shape, dtype = tuple(schema.shape), schema.dtype
     file = build / f"{k}.npy"
-    storage = _storage_dtype(dtype)
+    storage = storage_dtype(dtype)
     if np.prod(shape) == 0:
         np.save(file, np.empty(shape, dtype=storage))
     else:
         out = preallocated_npy(file, storage, shape)
         step = max(1, min(EXPORT_CHUNK_ROWS, EXPORT_CHUNK_BYTES // max(1, schema.row_bytes)))
         for start in range(0, shape[0], step):
-            index = torch.arange(start, min(start + step, shape[0]))
-            rows = store.get_tensor(group_name=schema.group_name, attr_name=schema.attr_name, index=index)
-            raw = rows.contiguous().view(torch.uint8).numpy()
-            out[start : start + len(index)] = raw.view(storage).reshape(rows.shape)
+            stop = min(start + step, shape[0])
+            out[start:stop] = store.read(schema.group_name, schema.attr_name, slice(start, stop))
         out.flush()
         del out
     return _entry(schema, file)
@@ -439,7 +425,7 @@ class FeatureTier:
         """Whether the live arrays hold exactly the store's current rows."""
         return self.version is not None and self.version == store.version()
 
-    def gather(self, group_name: Any, attr_name: str | None, ids: Any) -> Tensor:
+    def gather(self, group_name: Any, attr_name: str | None, ids: np.ndarray) -> np.ndarray:
         """Rows of ``ids`` (global) of one (node type, attr) from the live version.
 
         Raises:

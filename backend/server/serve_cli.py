@@ -93,13 +93,8 @@ def serve_command(config_file: Path | None, **flags: object) -> None:
     Without tokens the server binds only a loopback --host; tokens never come from flags.
     """
     config = load_config(config_file, os.environ, flags)
-    import torch  # here, not above: `gnnstore serve --help` loads neither torch nor PyG
+    from gnnstore.backend.server.server import serve  # here, not above: `--help` stays quick
 
-    from gnnstore.backend.server.server import serve
-
-    # Calls run on their own threads; torch's intra-op pool inside each call's small tensor ops
-    # only makes threads wait for cores the calls (and a co-located trainer) already use.
-    torch.set_num_threads(1)
     # Until the process ends, exit included: where a stuck server is stuck, without a debugger.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     serve(config, _announce)

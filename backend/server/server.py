@@ -203,7 +203,7 @@ class GnnStoreServer:
         edges = ", ".join(_label(et, n) for et, n in summary.num_edges.items())
         features = ", ".join(
             f"{'' if s.group_name is None else f'{s.group_name}.'}{s.attr_name}:"
-            f"{str(s.dtype).removeprefix('torch.')}{list(s.shape)}"
+            f"{s.dtype}{list(s.shape)}"
             for s in data.feature_reader.tensor_schema()
         )
         return (

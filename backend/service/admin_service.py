@@ -4,10 +4,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sized
 
 import grpc
-from torch_geometric.data import FeatureStore
 
 from gnnstore import __version__
 from gnnstore.backend.engine.topology import edge_ends
+from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.service.error_translation import translate_errors
 from gnnstore.backend.service.feature_service import schema_to_proto
 from gnnstore.backend.service.metrics import Metrics
@@ -31,7 +31,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     def __init__(
         self,
         summary: Callable[[], GraphSummary],
-        feature_store: FeatureStore,
+        feature_store: TieredFeatureStore,
         metrics: Metrics,
         *,
         graph_backend: str,

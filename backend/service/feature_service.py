@@ -5,21 +5,20 @@ import logging
 from collections.abc import Iterator
 
 import grpc
-import torch
-from torch_geometric.data import FeatureStore, TensorAttr
 
+from gnnstore.backend.features.tiered_feature_store import RowQuery, TieredFeatureStore
 from gnnstore.backend.service.error_translation import translate_errors
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, ResourceExhaustedError
 from gnnstore.common.graph_types import describe
 from gnnstore.proto import feature_pb2, feature_pb2_grpc
 from gnnstore.proto.codec import (
+    array_from_proto,
+    array_to_proto,
     attr_key_from_proto,
     attr_name_from_wire,
     attr_schema_to_proto,
     group_from_proto,
-    ids_from_proto,
-    tensor_from_proto,
-    tensor_to_proto,
+    id_array_from_proto,
 )
 from gnnstore.proto.common_pb2 import Tensor, TensorSchema
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
@@ -28,16 +27,16 @@ logger = logging.getLogger(__name__)
 
 
 class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
-    """FeatureService over one FeatureStore that also answers ``tensor_schema()``.
+    """FeatureService over the server's feature store.
 
     Args:
-        store: the feature store (or a read tier with the same interface).
+        store: the read tier over the RocksDB store.
         max_message_bytes: the server's message limit; a reply that would pass it is refused
             with a message saying to ask for fewer ids.
         max_put_rows: the most rows one Put may write.
     """
 
-    def __init__(self, store: FeatureStore, max_message_bytes: int, max_put_rows: int = 1 << 24) -> None:
+    def __init__(self, store: TieredFeatureStore, max_message_bytes: int, max_put_rows: int = 1 << 24) -> None:
         self._store = store
         self._max_message_bytes = max_message_bytes
         self._max_put_rows = max_put_rows
@@ -55,10 +54,7 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
         """The full shape of one attribute, or ``found=False``."""
         with translate_errors(context, "FeatureService.GetTensorSize"):
             group, name = attr_key_from_proto(request.key)
-            try:
-                size = self._store.get_tensor_size(group_name=group, attr_name=name)
-            except KeyError:
-                size = None
+            size = self._store.size(group, name)
             if size is None:
                 return feature_pb2.GetTensorSizeResponse(found=False)
             return feature_pb2.GetTensorSizeResponse(found=True, shape=list(size))
@@ -69,8 +65,8 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
         """Rows of several attributes per id list, all in one store call and one reply; its size
         is checked from the schema before any row is read."""
         with translate_errors(context, "FeatureService.MultiGet"):
-            row_bytes = {(s.group_name, s.attr_name): s.row_bytes for s in self._store.tensor_schema()}
-            attrs, nbytes = [], 0
+            schema = {(s.group_name, s.attr_name): s for s in self._store.tensor_schema()}
+            queries, nbytes = [], 0
             for i, query in enumerate(request.queries):
                 group = group_from_proto(query)
                 where = f"query {i} ({describe(group)})"
@@ -81,12 +77,14 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
                     raise InvalidRequestError(f"{where} names attribute {twice!r} more than once")
                 rows = max(0, query.index.shape[0]) if query.index.shape else 1  # checked when decoded
                 names = [attr_name_from_wire(name) for name in query.attr_names]
-                nbytes += rows * sum(row_bytes.get((group, name), 0) for name in names)
+                nbytes += rows * sum(schema[(group, name)].row_bytes for name in names if (group, name) in schema)
                 self._check_reply_size(nbytes, "MultiGet")
-                index = ids_from_proto(query.index, f"index of {where}")
-                attrs += [TensorAttr(group, name, index) for name in names]
-            tensors = self._store.multi_get_tensor(attrs) if attrs else []
-            return feature_pb2.MultiGetResponse(tensors=[tensor_to_proto(t) for t in tensors])
+                index = id_array_from_proto(query.index, f"index of {where}")
+                queries += [RowQuery(group, name, index) for name in names]
+            arrays = self._store.read(queries) if queries else []
+            return feature_pb2.MultiGetResponse(
+                tensors=[array_to_proto(a, dtype=schema[(q.group_name, q.attr_name)].dtype) for q, a in zip(queries, arrays)]
+            )
 
     def GetTensor(
         self, request: feature_pb2.GetTensorRequest, context: grpc.ServicerContext
@@ -106,9 +104,8 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
             rows = max(1, chunk_bytes // row_bytes)
             self._check_reply_size(rows * row_bytes, "GetTensor chunk")
             for start in range(0, max(shape[0], 1), rows):
-                index = torch.arange(start, min(start + rows, shape[0]))
-                chunk = self._store.get_tensor(group_name=group, attr_name=name, index=index)
-                yield tensor_to_proto(chunk)
+                [chunk] = self._store.read([RowQuery(group, name, slice(start, min(start + rows, shape[0])))])
+                yield array_to_proto(chunk, dtype=schema.dtype)
 
     def Put(
         self, request: feature_pb2.PutRequest, context: grpc.ServicerContext
@@ -124,9 +121,9 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
                     f"{self._max_put_rows:,} rows a Put; split it, or raise the limit with "
                     "`gnnstore serve --max-put-rows` (GNNSTORE_MAX_PUT_ROWS)"
                 )
-            value = tensor_from_proto(request.value, f"value of {describe(group)}.{name}")
-            index = None if request.all_rows else ids_from_proto(request.index, "Put index")
-            written = self._store.put_tensor(value, group_name=group, attr_name=name, index=index)
+            value = array_from_proto(request.value, f"value of {describe(group)}.{name}", words=True)
+            index = None if request.all_rows else id_array_from_proto(request.index, "Put index")
+            written = self._store.write(group, name, value, request.value.dtype, index)
             logger.info("[FeatureService.Put] %s.%s: %s", describe(group), name, list(value.shape))
             return feature_pb2.PutResponse(written=bool(written))
 
@@ -136,7 +133,7 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
         """Delete one attribute."""
         with translate_errors(context, "FeatureService.Remove"):
             group, name = attr_key_from_proto(request.key)
-            removed = self._store.remove_tensor(group_name=group, attr_name=name, index=None)
+            removed = self._store.remove(group, name)
             logger.info("[FeatureService.Remove] %s.%s: removed=%s", describe(group), name, removed)
             return feature_pb2.RemoveResponse(removed=bool(removed))
 
@@ -148,6 +145,6 @@ class FeatureServicer(feature_pb2_grpc.FeatureServiceServicer):
             )
 
 
-def schema_to_proto(store: FeatureStore) -> list[TensorSchema]:
+def schema_to_proto(store: TieredFeatureStore) -> list[TensorSchema]:
     """The store's ``tensor_schema()`` on the wire."""
     return [attr_schema_to_proto(s) for s in store.tensor_schema()]

@@ -6,9 +6,7 @@ import threading
 from collections.abc import Iterator
 
 import grpc
-import torch
-from torch import Tensor
-from torch_geometric.data.graph_store import EdgeLayout
+import numpy as np
 
 from gnnstore.backend.service.data_port import DataPort
 from gnnstore.backend.service.error_translation import translate_errors
@@ -25,7 +23,7 @@ from gnnstore.common.errors import InvalidRequestError, NotFoundError, Precondit
 from gnnstore.common.graph_types import describe
 from gnnstore.common.sample import Sample
 from gnnstore.proto import graph_pb2, graph_pb2_grpc
-from gnnstore.proto.codec import edge_type_from_proto, edge_type_to_proto, node_type_from_proto, tensor_to_proto
+from gnnstore.proto.codec import array_to_proto, edge_type_from_proto, edge_type_to_proto, node_type_from_proto
 from gnnstore.proto.limits import DEFAULT_CHUNK_BYTES
 from gnnstore.proto.node_rows import node_rows_to_proto
 from gnnstore.proto.reply_payload import PayloadWriter, ReplyWithPayload
@@ -91,7 +89,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         (the newest unless the request names one)."""
         with translate_errors(context, "GraphService.ListEdgeAttrs"):
             with self._graph_lock:
-                attrs = self._graph.get_all_edge_attrs()
+                attrs = self._graph.edge_attrs()
             written = self._written_version(request.graph_version if request.HasField("graph_version") else None)
             reply = graph_pb2.ListEdgeAttrsResponse(graph_version=0 if written is None else written.graph_version)
             for attr in attrs:
@@ -102,7 +100,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                     num_src, num_dst, num_edges = topology.num_src, topology.num_dst, topology.num_edges
                 reply.edge_attrs.add(
                     edge_type=edge_type_to_proto(attr.edge_type),
-                    layout=attr.layout.value,
+                    layout=attr.layout,
                     is_sorted=attr.is_sorted,
                     num_src_nodes=num_src,
                     num_dst_nodes=num_dst,
@@ -126,7 +124,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             topology = None if written is None else written.snapshot.edges.get(edge_type)
             if topology is not None:
                 size = (topology.num_src, topology.num_dst)
-                yield from _chunks(*from_coo(*topology.coo(), EdgeLayout(layout), size), chunk)
+                yield from _chunks(*from_coo(*topology.coo(), layout, size), chunk)
                 return
             if layout == "coo":
                 pieces = self._graph.iter_edge_index(edge_type, chunk)
@@ -136,11 +134,9 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                     if piece is None:
                         return
                     row, col, _ = piece
-                    yield graph_pb2.EdgeIndexChunk(
-                        first=tensor_to_proto(row), second=tensor_to_proto(col)
-                    )
+                    yield graph_pb2.EdgeIndexChunk(first=array_to_proto(row), second=array_to_proto(col))
             with self._graph_lock:
-                first, second = self._graph.get_edge_index(edge_type=edge_type, layout=layout)
+                first, second = self._graph.edge_index(edge_type, layout)
             yield from _chunks(first, second, chunk)
 
     def SampleFromNodes(
@@ -168,8 +164,8 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
                     "this server samples live from Neo4j and has no topology snapshot to rank "
                     "nodes by degree; serve with neo4j_sampling = 'snapshot' for a hot set"
                 )
-            ids = torch.from_numpy(ranking.top(node_type_from_proto(request.node_type), request.k))
-            return graph_pb2.HotNodesResponse(ids=tensor_to_proto(ids), snapshot_id=ranking.snapshot_id)
+            ids = ranking.top(node_type_from_proto(request.node_type), request.k)
+            return graph_pb2.HotNodesResponse(ids=array_to_proto(ids), snapshot_id=ranking.snapshot_id)
 
     def WriteGraph(
         self, request: graph_pb2.WriteGraphRequest, context: grpc.ServicerContext
@@ -240,7 +236,7 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
         if layout not in _LAYOUTS:
             raise InvalidRequestError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
         with self._graph_lock:
-            stored = {(a.edge_type, a.layout.value) for a in self._graph.get_all_edge_attrs()}
+            stored = {(a.edge_type, a.layout) for a in self._graph.edge_attrs()}
         if (edge_type, layout) not in stored:
             raise NotFoundError(
                 f"edge type {describe(edge_type)} is not stored in layout {layout!r} "
@@ -248,11 +244,11 @@ class GraphServicer(graph_pb2_grpc.GraphServiceServicer):
             )
 
 
-def _chunks(first: Tensor, second: Tensor, size: int) -> Iterator[graph_pb2.EdgeIndexChunk]:
-    """Both tensors of a layout cut into pieces of ``size`` elements (the shorter ends first)."""
-    longest = max(first.numel(), second.numel(), 1)
+def _chunks(first: np.ndarray, second: np.ndarray, size: int) -> Iterator[graph_pb2.EdgeIndexChunk]:
+    """Both arrays of a layout cut into pieces of ``size`` elements (the shorter ends first)."""
+    longest = max(first.size, second.size, 1)
     for start in range(0, longest, size):
         yield graph_pb2.EdgeIndexChunk(
-            first=tensor_to_proto(first[start : start + size]),
-            second=tensor_to_proto(second[start : start + size]),
+            first=array_to_proto(first[start : start + size]),
+            second=array_to_proto(second[start : start + size]),
         )

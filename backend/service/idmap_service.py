@@ -5,7 +5,7 @@ import grpc
 
 from gnnstore.backend.service.error_translation import translate_errors
 from gnnstore.proto import idmap_pb2, idmap_pb2_grpc
-from gnnstore.proto.codec import ids_from_proto, ids_to_proto, node_type_from_proto
+from gnnstore.proto.codec import id_array_from_proto, ids_to_proto, node_type_from_proto
 from gnnstore.proto.key_codec import keys_from_proto, keys_to_proto
 from gnnstore.stores.id_map import IdMap
 
@@ -31,5 +31,5 @@ class IdMapServicer(idmap_pb2_grpc.IdMapServiceServicer):
         """Keys of global ids, in id order."""
         with translate_errors(context, "IdMapService.ToKeys"):
             node_type = node_type_from_proto(request.node_type)
-            keys = self._id_map.to_keys(node_type, ids_from_proto(request.ids, "ids"))
+            keys = self._id_map.to_keys(node_type, id_array_from_proto(request.ids, "ids"))
             return idmap_pb2.ToKeysResponse(keys=keys_to_proto(keys))

@@ -12,17 +12,15 @@ import logging
 
 import numba
 import numpy as np
-import torch
-from torch import Tensor
-from torch_geometric.data import TensorAttr
 
 from gnnstore.backend.engine.degree_ranking import DegreeRanking
 from gnnstore.backend.features.feature_tier import allocated
-from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
+from gnnstore.backend.features.tiered_feature_store import RowQuery, TieredFeatureStore
 from gnnstore.backend.service.served_graph import SampledVersion
 from gnnstore.common.allocate import Allocate
 from gnnstore.common.cpu_prefetch import prefetch
 from gnnstore.common.distinct import distinct_in_order
+from gnnstore.common.dtypes import rounded
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.common.graph_types import NodeType, describe, edge_group_of, edge_type_of_group, is_edge_group
 from gnnstore.common.sample import Sample
@@ -86,46 +84,46 @@ class RowGatherer:
         if request.aligned and segment is not None and _fits_aligned(node_groups, sampled, segment, row_bytes):
             positions = {g: np.flatnonzero(lacking[g]) for g in node_groups}
         ids = {
-            g: torch.from_numpy(sampled[g][positions[g]] if g in positions else distinct_in_order(ids_of[g][keep]))
+            g: sampled[g][positions[g]] if g in positions else distinct_in_order(ids_of[g][keep])
             for g, keep in lacking.items()
         }
-        queries = [TensorAttr(g, name, ids[g]) for g, names in wanted.items() for name in names]
+        queries = [RowQuery(g, name, ids[g]) for g, names in wanted.items() for name in names]
         self._check_reply_bytes(queries, row_bytes)
         placements = [
             (positions[g], sampled[g].size) if g in positions else None
             for g, names in wanted.items() for _ in names
         ]
         stored = [getattr(schema.get((q.group_name, q.attr_name)), "dtype", None) for q in queries]  # None: unknown
-        tensors = iter(self._gather(queries, placements, stored, request.wire_dtype, empty))
-        return [
-            NodeRows(
-                g, ids[g], {name: next(tensors) for name in names},
-                torch.from_numpy(positions[g]) if g in positions else None,
-            )
-            for g, names in wanted.items()
-        ]
+        wire = [narrowed(dtype, request.wire_dtype) for dtype in stored]
+        arrays = iter(self._gather(queries, placements, stored, wire, empty))
+        dtypes = iter(wire)
+        out = []
+        for g, names in wanted.items():
+            rows = {name: next(arrays) for name in names}
+            out.append(NodeRows(g, ids[g], rows, {name: next(dtypes) for name in names}, positions.get(g)))
+        return out
 
     def _gather(
         self,
-        queries: list[TensorAttr],
+        queries: list[RowQuery],
         placements: list[tuple[np.ndarray, int] | None],
-        stored: list[torch.dtype | None],
-        wire_dtype: torch.dtype | None,
+        stored: list[str | None],
+        wire: list[str | None],
         empty: Allocate | None,
-    ) -> list[Tensor]:
-        """Rows of ``queries`` (of ``stored`` dtypes) from the read tier: those that travel as
-        stored straight into ``empty``, those ``wire_dtype`` narrows read apart and rounded into it."""
-        wire = [narrowed(dtype, wire_dtype) for dtype in stored]
+    ) -> list[np.ndarray]:
+        """Rows of ``queries`` (of ``stored`` dtypes, travelling as ``wire``) from the read tier:
+        those that travel as stored straight into ``empty``, the narrowed ones read apart and
+        rounded into it."""
         exact = [i for i in range(len(queries)) if wire[i] == stored[i]]
-        rounded = [i for i in range(len(queries)) if wire[i] != stored[i]]
-        out: dict[int, Tensor] = {}
-        for at, allocate in ((exact, empty), (rounded, None)):
+        narrow = [i for i in range(len(queries)) if wire[i] != stored[i]]
+        out: dict[int, np.ndarray] = {}
+        for at, allocate in ((exact, empty), (narrow, None)):
             if at:
-                out.update(zip(at, self._store.gather([queries[i] for i in at], allocate, [placements[i] for i in at])))
-        for i in rounded:
+                out.update(zip(at, self._store.read([queries[i] for i in at], allocate, [placements[i] for i in at])))
+        for i in narrow:
             wide = out[i]
-            out[i] = allocated(empty, tuple(wide.shape), wire[i])
-            out[i].copy_(wide)
+            out[i] = allocated(empty, wide.shape, wire[i])
+            out[i][...] = rounded(wide, wire[i])
         return [out[i] for i in range(len(queries))]
 
     def _lacking(self, group: object, ids: np.ndarray, request: RowRequest, version: SampledVersion) -> np.ndarray:
@@ -140,9 +138,9 @@ class RowGatherer:
                 logger.debug("hot prefix of snapshot %r ignored: the ranking differs", prefix.snapshot_id)
         known = request.known.get(group)
         bitmap = isinstance(known, IdBitmap)
-        if known is not None and (known.bits.size if bitmap else known.numel()) and ids.size:
+        held = 0 if known is None else known.bits.size if bitmap else known.size
+        if held and ids.size:
             count = _id_count(group, version)
-            known = known if bitmap else known.numpy()
             low, high = (known.start, known.last_byte_start) if bitmap else (int(known.min()), int(known.max()))
             # ids past an older version's count: a client back from a newer one holds them
             if low < 0 or count is not None and high >= count and version.newest:
@@ -159,7 +157,7 @@ class RowGatherer:
                 keep &= ~np.isin(ids, known, kind="table")
         return keep
 
-    def _check_reply_bytes(self, queries: list[TensorAttr], row_bytes: dict[tuple, int]) -> None:
+    def _check_reply_bytes(self, queries: list[RowQuery], row_bytes: dict[tuple, int]) -> None:
         """Refuse to gather more feature bytes than ``max_reply_bytes``, before gathering."""
         need = sum(len(q.index) * row_bytes.get((q.group_name, q.attr_name), 0) for q in queries)
         limit = self._max_reply_bytes

@@ -287,7 +287,7 @@ def _live(
 ) -> tuple[GraphSummary, VersionLookup]:
     """Sampling inside Neo4j, one query per hop and edge type: every batch sees the graph now."""
     edge_types: list[EdgeType | None] = []
-    for attr in graph_store.get_all_edge_attrs():
+    for attr in graph_store.edge_attrs():
         src, dst = edge_ends(attr.edge_type)
         counts[src] = max(counts.get(src, 0), int(attr.size[0]))
         counts[dst] = max(counts.get(dst, 0), int(attr.size[1]))

@@ -11,10 +11,8 @@ killed after the id map step keeps those keys' ids for the next write that names
 from __future__ import annotations
 
 import numpy as np
-import torch
-from torch import Tensor
-from torch_geometric.data import FeatureStore
 
+from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
 from gnnstore.backend.versions.graph_versions import MAX_WRITE_EDGES, EdgeWrite, GraphVersions, edges_of
 from gnnstore.backend.versions.write_log import WriteRecord
 from gnnstore.common.disk import ensure_free, full_disk_as_error
@@ -22,14 +20,14 @@ from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.graph_types import NodeType, describe
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import (
+    array_from_proto,
     attr_name_from_wire,
     edge_type_from_proto,
     edge_type_to_proto,
-    ids_from_proto,
+    id_array_from_proto,
     ids_to_proto,
     node_type_from_proto,
     node_type_to_proto,
-    tensor_from_proto,
 )
 from gnnstore.proto.key_codec import keys_from_proto
 from gnnstore.stores.id_map import IdMap, NodeKey
@@ -47,7 +45,7 @@ class WriteApplier:
         features: the served feature store, where new nodes' rows go.
     """
 
-    def __init__(self, versions: GraphVersions, id_map: IdMap, features: FeatureStore) -> None:
+    def __init__(self, versions: GraphVersions, id_map: IdMap, features: TieredFeatureStore) -> None:
         self._versions = versions
         self._id_map = id_map
         self._features = features
@@ -74,7 +72,7 @@ class WriteApplier:
                 raise InvalidRequestError(f"{edges_of(edge_type)} are named twice in one write")
             where = edges_of(edge_type)
             edges[edge_type] = EdgeWrite(*(
-                ids_from_proto(getattr(change, name), f"{where}: {name}").numpy() if change.HasField(name)
+                id_array_from_proto(getattr(change, name), f"{where}: {name}") if change.HasField(name)
                 else np.empty(0, np.int64)
                 for name in ("add_src", "add_dst", "remove")
             ))
@@ -83,7 +81,7 @@ class WriteApplier:
             node_type = node_type_from_proto(entry.node_type)
             if node_type in removed_nodes:
                 raise InvalidRequestError(f"node type {describe(node_type)} is named twice in remove_nodes")
-            removed_nodes[node_type] = ids_from_proto(entry.ids, f"nodes of {describe(node_type)} to remove").numpy()
+            removed_nodes[node_type] = id_array_from_proto(entry.ids, f"nodes of {describe(node_type)} to remove")
         versions = self._versions
         with versions.write_lock:
             counts = {node_type: self._count_after(node_type, keys) for node_type, keys in nodes.items()}
@@ -102,20 +100,21 @@ class WriteApplier:
         for edge_type, changes in record.edges.items():
             reply.edges.add(
                 edge_type=edge_type_to_proto(edge_type),
-                added=ids_to_proto(torch.from_numpy(changes.add_e_id)),
-                removed=ids_to_proto(torch.from_numpy(changes.remove)),
+                added=ids_to_proto(changes.add_e_id),
+                removed=ids_to_proto(changes.remove),
             )
         return reply
 
-    def _rows(self, node_type: NodeType | None, entry: graph_pb2.NodeKeys, count: int) -> dict[str | None, Tensor]:
-        """The entry's rows by attribute, one per key (``_require_rows`` checks none is missing).
+    def _rows(self, node_type: NodeType | None, entry: graph_pb2.NodeKeys, count: int) -> dict[str | None, np.ndarray]:
+        """The entry's rows by attribute, one per key (``_require_rows`` checks none is missing),
+        each as its attribute's stored array (``bfloat16`` as raw words).
 
         Raises:
             InvalidRequestError: an unknown attribute or one given twice, or rows of another
                 count, dtype or row shape than the stored attribute's.
         """
         schema = {s.attr_name: s for s in self._features.tensor_schema() if s.group_name == node_type}
-        given: dict[str | None, Tensor] = {}
+        given: dict[str | None, np.ndarray] = {}
         for entry_rows in entry.rows:
             name = attr_name_from_wire(entry_rows.attr_name)
             where = f"rows of {describe(node_type)}.{name}"
@@ -124,18 +123,18 @@ class WriteApplier:
             if name not in schema:
                 raise InvalidRequestError(f"{where}: node type {describe(node_type)} has no attribute {name!r} "
                                           f"(it has {sorted(map(str, schema))}); Put a new attribute instead")
-            value = tensor_from_proto(entry_rows.value, where)
+            value = array_from_proto(entry_rows.value, where, words=True)
             want = schema[name]
-            if value.dtype != want.dtype or tuple(value.shape) != (count, *want.shape[1:]):
+            if entry_rows.value.dtype != want.dtype or tuple(value.shape) != (count, *want.shape[1:]):
                 raise InvalidRequestError(
-                    f"{where}: {tuple(value.shape)} {value.dtype} given; {count} key(s) need "
+                    f"{where}: {tuple(value.shape)} {entry_rows.value.dtype} given; {count} key(s) need "
                     f"{(count, *want.shape[1:])} {want.dtype}"
                 )
             given[name] = value
         return given
 
     def _require_rows(
-        self, node_type: NodeType | None, keys: list[NodeKey] | Tensor, rows: dict[str | None, Tensor]
+        self, node_type: NodeType | None, keys: list[NodeKey] | np.ndarray, rows: dict[str | None, np.ndarray]
     ) -> None:
         """Refuse a write that would leave a node without a row of one of its type's attributes.
 
@@ -147,7 +146,7 @@ class WriteApplier:
         missing = [name for name in names if name not in rows]
         if not missing:
             return
-        have = min(self._features.get_tensor_size(group_name=node_type, attr_name=name)[0] for name in names)
+        have = min(self._features.size(node_type, name)[0] for name in names)
         ids = self._id_map.lookup(node_type, keys)
         if bool(((ids < 0) | (ids >= have)).any()):
             raise InvalidRequestError(
@@ -155,19 +154,20 @@ class WriteApplier:
                 f"per key; missing: {', '.join(map(str, missing))} (GraphWriter.write(nodes=..., rows=...))"
             )
 
-    def _store_rows(self, node_type: NodeType | None, ids: Tensor, rows: dict[str | None, Tensor]) -> None:
+    def _store_rows(self, node_type: NodeType | None, ids: np.ndarray, rows: dict[str | None, np.ndarray]) -> None:
         """Write the rows of the nodes in ``ids`` that have none yet (new ids, or ids an
         interrupted write gave); a node that has rows keeps them."""
+        dtypes = {s.attr_name: s.dtype for s in self._features.tensor_schema() if s.group_name == node_type}
         for name, value in rows.items():
-            have = self._features.get_tensor_size(group_name=node_type, attr_name=name)[0]
+            have = self._features.size(node_type, name)[0]
             missing = ids >= have
-            if bool(missing.any()):
-                new_ids, first = _first_positions(ids[missing])
-                self._features.put_tensor(value[missing][first], group_name=node_type, attr_name=name, index=new_ids)
+            if missing.any():
+                new_ids, first = np.unique(ids[missing], return_index=True)
+                self._features.write(node_type, name, value[missing][first], dtypes[name], new_ids)
 
     def _check_space(
-        self, nodes: dict[NodeType | None, list[NodeKey] | Tensor],
-        rows: dict[NodeType | None, dict[str | None, Tensor]], record: WriteRecord,
+        self, nodes: dict[NodeType | None, list[NodeKey] | np.ndarray],
+        rows: dict[NodeType | None, dict[str | None, np.ndarray]], record: WriteRecord,
     ) -> None:
         """Refuse a write the disk cannot take before any of it is written (a failed RocksDB write
         would leave the id map refusing writes until reopened).
@@ -175,8 +175,8 @@ class WriteApplier:
         Raises:
             ResourceExhaustedError: too little free space for the keys, the rows or the log's record.
         """
-        row_bytes = sum(v.numel() * v.element_size() for by_attr in rows.values() for v in by_attr.values())
-        key_bytes = sum(keys.numel() * 8 if isinstance(keys, Tensor) else sum(len(str(k)) for k in keys)
+        row_bytes = sum(v.nbytes for by_attr in rows.values() for v in by_attr.values())
+        key_bytes = sum(keys.nbytes if isinstance(keys, np.ndarray) else sum(len(str(k)) for k in keys)
                         for keys in nodes.values())
         keys = sum(len(k) for k in nodes.values())
         # each new key twice (both directions) with RocksDB's per-entry overhead, and the rows, in
@@ -186,9 +186,9 @@ class WriteApplier:
         ) + _WRITE_MARGIN_BYTES
         ensure_free(self._id_map.path, needed, "this graph write")
 
-    def _node_keys(self, request: graph_pb2.WriteGraphRequest) -> dict[NodeType | None, list[NodeKey] | Tensor]:
+    def _node_keys(self, request: graph_pb2.WriteGraphRequest) -> dict[NodeType | None, list[NodeKey] | np.ndarray]:
         """The request's new node keys per node type (each type once, at most ``MAX_WRITE_EDGES`` keys)."""
-        nodes: dict[NodeType | None, list[NodeKey] | Tensor] = {}
+        nodes: dict[NodeType | None, list[NodeKey] | np.ndarray] = {}
         for entry in request.nodes:
             node_type = node_type_from_proto(entry.node_type)
             if node_type in nodes:
@@ -203,7 +203,7 @@ class WriteApplier:
             raise InvalidRequestError(f"{total:,} node keys in one write is over the limit of {MAX_WRITE_EDGES:,}; split it")
         return nodes
 
-    def _count_after(self, node_type: NodeType | None, keys: list[NodeKey] | Tensor) -> int:
+    def _count_after(self, node_type: NodeType | None, keys: list[NodeKey] | np.ndarray) -> int:
         """``node_type``'s node count once ``keys`` are in the id map (unknown keys get the next
         ids), without writing it.
 
@@ -211,10 +211,10 @@ class WriteApplier:
             InvalidRequestError: a key that is neither int nor str, or an id map with fewer ids
                 than the graph has nodes (new keys would take ids that existing nodes hold).
         """
-        ids = self._id_map.lookup(node_type, keys).numpy()
+        ids = self._id_map.lookup(node_type, keys)
         missing = ids < 0
-        if isinstance(keys, Tensor):
-            new = int(torch.unique(keys[torch.from_numpy(missing)]).numel())
+        if isinstance(keys, np.ndarray):
+            new = np.unique(keys[missing]).size
         else:
             new = len({(type(key), key) for key, unknown in zip(keys, missing.tolist()) if unknown})
         mapped = self._id_map.num_nodes(node_type) if node_type in self._id_map.node_types() else 0
@@ -226,10 +226,3 @@ class WriteApplier:
             )
         return int(max(nodes, mapped + new, ids.max(initial=-1) + 1))
 
-
-def _first_positions(ids: Tensor) -> tuple[Tensor, Tensor]:
-    """The distinct ids, ascending, and the position of each one's first occurrence."""
-    distinct, inverse = torch.unique(ids, return_inverse=True)
-    first = torch.full((distinct.numel(),), ids.numel(), dtype=torch.int64)
-    first.scatter_reduce_(0, inverse, torch.arange(ids.numel()), reduce="amin")
-    return distinct, first

@@ -13,8 +13,10 @@ from gnnstore.backend.features.direct_reads import DirectRows
 from gnnstore.backend.features.feature_tier import FeatureTier
 from gnnstore.backend.features.mapped_reads import MappedRows
 from gnnstore.backend.features.memory_limit import MemoryLimit
+from gnnstore.backend.features.tiered_feature_store import RowQuery, TieredFeatureStore
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
+from gnnstore.stores.rocksdb_rows import RocksDBRows
 
 FEATURES = {
     ("paper", "x"): torch.randn(700, 6),
@@ -41,13 +43,16 @@ def tier(
     monkeypatch.setattr(feature_tier, "EXPORT_CHUNK_BYTES", 1000)  # several chunks per array
     monkeypatch.setattr(resident_arrays, "COPY_CHUNK_BYTES", 1000)  # several chunks per array
     t = FeatureTier(tmp_path / "tier", resident_bytes=0 if request.param == "memory-mapped" else 1 << 30)
-    assert t.refresh(store)
+    assert t.refresh(store.rows)
     assert t.snapshot().resident == (request.param == "in memory")
     return t
 
 
-def bits(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().view(torch.uint8)
+def bits(rows: torch.Tensor | np.ndarray) -> np.ndarray:
+    """The bytes of rows, a tensor's or the tier's array's (bfloat16 there as raw words)."""
+    if isinstance(rows, torch.Tensor):
+        return rows.contiguous().view(torch.uint8).numpy()
+    return np.ascontiguousarray(rows).view(np.uint8)
 
 
 @pytest.mark.parametrize(("group", "attr"), list(FEATURES))
@@ -62,16 +67,15 @@ def test_gather_is_bit_identical_to_rocksdb(
         ids = torch.cat([ids, ids[:7]])  # duplicates kept, in order
         got = tier.gather(group, attr, ids)
         want = store.get_tensor(group_name=group, attr_name=attr, index=ids.long())
-        assert got.dtype == want.dtype and got.shape == want.shape
-        assert torch.equal(bits(got), bits(want))
+        assert got.shape == want.shape and np.array_equal(bits(got), bits(want))
 
 
 def test_the_tier_is_versioned_with_the_store_and_reopens(tmp_path: Path, store: RocksDBFeatureStore, tier: FeatureTier) -> None:
-    assert tier.version == store.version() and tier.is_current(store)
-    assert not tier.refresh(store)
+    assert tier.version == store.version() and tier.is_current(store.rows)
+    assert not tier.refresh(store.rows)
     reopened = FeatureTier(tmp_path / "tier")
     assert reopened.version == store.version()
-    assert torch.equal(reopened.gather("paper", "x", [4, 2]), FEATURES[("paper", "x")][[4, 2]])
+    assert np.array_equal(reopened.gather("paper", "x", [4, 2]), FEATURES[("paper", "x")][[4, 2]].numpy())
 
 
 def test_rebuild_and_swap_keeps_old_readers_consistent(tmp_path: Path, store: RocksDBFeatureStore, tier: FeatureTier) -> None:
@@ -79,26 +83,26 @@ def test_rebuild_and_swap_keeps_old_readers_consistent(tmp_path: Path, store: Ro
     old_x = FEATURES[("paper", "x")]
     new_rows = torch.full((2, 6), 7.0)
     store.put_tensor(new_rows, group_name="paper", attr_name="x", index=torch.tensor([1, 699]))
-    assert not tier.is_current(store)
-    assert tier.refresh(store)
+    assert not tier.is_current(store.rows)
+    assert tier.refresh(store.rows)
     assert tier.version == store.version() != old.version
-    assert torch.equal(tier.gather("paper", "x", [699, 0, 1]), torch.stack([new_rows[1], old_x[0], new_rows[0]]))
+    assert np.array_equal(tier.gather("paper", "x", [699, 0, 1]), torch.stack([new_rows[1], old_x[0], new_rows[0]]).numpy())
     # the old version's folder is gone from disk, yet a reader holding it reads the old rows
     assert not old.path.exists()
-    assert torch.equal(old.array("paper", "x").gather([699, 1]), old_x[[699, 1]])
+    assert np.array_equal(old.array("paper", "x").gather([699, 1]), old_x[[699, 1]].numpy())
     versions = [p.name for p in (tmp_path / "tier").iterdir() if p.is_dir()]
     assert versions == [tier.snapshot().path.name]
 
 
 def test_an_export_that_overlaps_a_write_is_retried(tmp_path: Path, store: RocksDBFeatureStore) -> None:
-    class WriteDuringFirstRead(RocksDBFeatureStore):
+    class WriteDuringFirstRead(RocksDBRows):
         writes_left = 1
 
-        def _get_tensor(self, attr):  # noqa: ANN001, ANN202 - PyG hook
+        def read(self, group, name, index=None):  # noqa: ANN001, ANN202
             if self.writes_left:
                 self.writes_left -= 1
-                self.put_tensor(torch.zeros(1, 6), group_name="paper", attr_name="x", index=torch.tensor([3]))
-            return super()._get_tensor(attr)
+                self.write("paper", "x", np.zeros((1, 6), np.float32), "float32", np.array([3]))
+            return super().read(group, name, index)
 
     path = store.path
     store.close()
@@ -106,13 +110,13 @@ def test_an_export_that_overlaps_a_write_is_retried(tmp_path: Path, store: Rocks
         tier = FeatureTier(tmp_path / "tier")
         tier.refresh(writer)
         assert tier.version == writer.version()
-        assert torch.equal(tier.gather("paper", "x", [3]), torch.zeros(1, 6))
+        assert np.array_equal(tier.gather("paper", "x", [3]), np.zeros((1, 6), np.float32))
 
 
 def test_leftover_builds_are_swept_on_refresh(tmp_path: Path, store: RocksDBFeatureStore, tier: FeatureTier) -> None:
     (tmp_path / "tier" / ".build-crashed").mkdir()
     store.put_tensor(torch.ones(1, 6), group_name="paper", attr_name="x", index=torch.tensor([0]))
-    tier.refresh(store)
+    tier.refresh(store.rows)
     assert not (tmp_path / "tier" / ".build-crashed").exists()
 
 
@@ -127,7 +131,7 @@ def test_bad_requests_name_type_attr_and_id(tmp_path: Path, tier: FeatureTier) -
         tier.gather("paper", "y", [0])
     with pytest.raises(PreconditionError, match="is empty; call refresh"):
         FeatureTier(tmp_path / "nothing").gather("paper", "x", [0])
-    assert torch.equal(tier.gather("paper", "x", [0]), FEATURES[("paper", "x")][[0]])
+    assert np.array_equal(tier.gather("paper", "x", [0]), FEATURES[("paper", "x")][[0]].numpy())
 
 
 def test_a_corrupt_version_folder_is_reported(tmp_path: Path, tier: FeatureTier) -> None:
@@ -140,37 +144,30 @@ def test_a_corrupt_version_folder_is_reported(tmp_path: Path, tier: FeatureTier)
 def test_placed_rows_land_at_their_positions_and_nowhere_else(
     tmp_path: Path, store: RocksDBFeatureStore, tier: FeatureTier, tier_current: bool
 ) -> None:
-    from torch_geometric.data import TensorAttr
-
-    from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
-
     if not tier_current:  # a put the tier has not caught up with: reads fall back to RocksDB
         store.put_tensor(torch.zeros(3, 6), group_name="paper", attr_name="x", index=torch.tensor([0, 1, 2]))
-    reader = TieredFeatureStore(store, tier)
-    ids, at = torch.tensor([5, 9, 5]), np.array([4, 0, 2])
-    x = store.get_tensor(group_name="paper", attr_name="x", index=None)
+    reader = TieredFeatureStore(store.rows, tier)
+    ids, at = np.array([5, 9, 5]), np.array([4, 0, 2])
+    x = store.get_tensor(group_name="paper", attr_name="x", index=None).numpy()
 
     def sentinel(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return np.full(shape, -7.0, dtype)
 
-    (got,) = reader.gather([TensorAttr("paper", "x", ids)], sentinel, [(at, 6)])
+    (got,) = reader.read([RowQuery("paper", "x", ids)], sentinel, [(at, 6)])
     assert got.shape == (6, 6)
-    assert torch.equal(got[torch.from_numpy(at)], x[ids])
+    assert np.array_equal(got[at], x[ids])
     assert bool((got[[1, 3, 5]] == -7.0).all())  # rows left for the client to fill are untouched
 
 
 def test_attrs_sharing_one_index_read_their_own_rows_and_ranges(store: RocksDBFeatureStore, tier: FeatureTier) -> None:
-    from torch_geometric.data import TensorAttr
-
-    from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
-
-    reader = TieredFeatureStore(store, tier)
-    ids = torch.tensor([3, 80, 3])
-    x, year = reader.gather([TensorAttr("paper", "x", ids), TensorAttr("paper", "year", ids)])
-    assert torch.equal(x, FEATURES[("paper", "x")][ids]) and torch.equal(year, FEATURES[("paper", "year")][ids])
-    beyond_authors = torch.tensor([1, 95])  # within paper's 700 rows, past author's 90
+    reader = TieredFeatureStore(store.rows, tier)
+    ids = np.array([3, 80, 3])
+    x, year = reader.read([RowQuery("paper", "x", ids), RowQuery("paper", "year", ids)])
+    assert np.array_equal(x, FEATURES[("paper", "x")][ids].numpy())
+    assert np.array_equal(year, FEATURES[("paper", "year")][ids].numpy())
+    beyond_authors = np.array([1, 95])  # within paper's 700 rows, past author's 90
     with pytest.raises(InvalidRequestError, match="'author'.'flag': id 95 is out of range"):
-        reader.gather([TensorAttr("paper", "x", beyond_authors), TensorAttr("author", "flag", beyond_authors)])
+        reader.read([RowQuery("paper", "x", beyond_authors), RowQuery("author", "flag", beyond_authors)])
 
 
 def _inodes(snapshot: feature_tier.TierSnapshot) -> dict:
@@ -211,7 +208,7 @@ def test_a_change_rewrites_only_what_it_changed(tier: FeatureTier, store: RocksD
         store.put_tensor(torch.arange(700.0), group_name="paper", attr_name="z", index=None)
     else:
         store.remove_tensor(group_name="paper", attr_name="x", index=None)
-    assert tier.refresh(store, Change(base, *key, ids))
+    assert tier.refresh(store.rows, Change(base, *key, ids))
     after = tier.snapshot()
     new = _inodes(after)
     for other in set(old) & set(new) - {key}:
@@ -222,7 +219,7 @@ def test_a_change_rewrites_only_what_it_changed(tier: FeatureTier, store: RocksD
             assert (after.array(*other).rows is before.array(*other).rows) == (other != key)
     for group, attr in new:
         got = after.array(group, attr).gather(np.arange(after.array(group, attr).rows.shape[0]))
-        assert torch.equal(bits(got), bits(store.get_tensor(group_name=group, attr_name=attr, index=None)))
+        assert np.array_equal(bits(got), bits(store.get_tensor(group_name=group, attr_name=attr, index=None)))
     # A reader holding the old version keeps reading the old rows (its folder is gone by now).
     assert not before.path.exists()
     assert torch.equal(torch.from_numpy(np.array(before.array("paper", "x").rows)), old_rows)
@@ -233,9 +230,9 @@ def test_a_change_from_another_base_version_exports_everything(tier: FeatureTier
 
     before = _inodes(tier.snapshot())
     store.put_tensor(torch.ones(1, 6), group_name="paper", attr_name="x", index=torch.tensor([0]))
-    assert tier.refresh(store, Change("some-other-version", "paper", "x", np.array([0])))
+    assert tier.refresh(store.rows, Change("some-other-version", "paper", "x", np.array([0])))
     assert not set(before.values()) & set(_inodes(tier.snapshot()).values())
-    assert tier.is_current(store)
+    assert tier.is_current(store.rows)
 
 
 @pytest.mark.parametrize("page_cache_bytes", [None, 0], ids=["through the page cache", "straight from disk"])
@@ -243,11 +240,11 @@ def test_arrays_within_the_budget_are_held_in_memory_narrowest_rows_first_and_th
     tmp_path: Path, store: RocksDBFeatureStore, page_cache_bytes: int | None
 ) -> None:
     exported = FeatureTier(tmp_path / "tier")
-    assert exported.refresh(store)
+    assert exported.refresh(store.rows)
     total = exported.snapshot().nbytes
     for budget in (0, total // 2, total - 1, total):
         reopened = FeatureTier(tmp_path / "tier", resident_bytes=budget, page_cache_bytes=page_cache_bytes)
-        assert not reopened.refresh(store)
+        assert not reopened.refresh(store.rows)
         snap = reopened.snapshot()
         assert snap.resident == (budget == total)
         held = [a for a in snap.arrays.values() if a.reads is None]
@@ -262,9 +259,9 @@ def test_arrays_within_the_budget_are_held_in_memory_narrowest_rows_first_and_th
         for (group, attr), array in snap.arrays.items():
             assert not array.rows.flags.writeable or not array.rows.size
             want = store.get_tensor(group_name=group, attr_name=attr, index=None)
-            assert torch.equal(bits(array.gather(np.arange(array.rows.shape[0]))), bits(want))
+            assert np.array_equal(bits(array.gather(np.arange(array.rows.shape[0]))), bits(want))
             shuffled = np.random.default_rng(0).permutation(array.rows.shape[0]).repeat(2)
-            assert torch.equal(bits(array.gather(shuffled)), bits(want[torch.from_numpy(shuffled)]))
+            assert np.array_equal(bits(array.gather(shuffled)), bits(want[torch.from_numpy(shuffled)]))
 
 
 def _direct_io_works(folder: Path) -> bool:
@@ -281,14 +278,14 @@ def _direct_io_works(folder: Path) -> bool:
 def test_a_reopened_tier_is_mapped_until_a_refresh_brings_the_current_version_into_memory(
     tmp_path: Path, store: RocksDBFeatureStore
 ) -> None:
-    assert FeatureTier(tmp_path / "tier").refresh(store)
+    assert FeatureTier(tmp_path / "tier").refresh(store.rows)
     reopened = FeatureTier(tmp_path / "tier", resident_bytes=1 << 30)
     assert not reopened.snapshot().resident  # it may be stale: no copy before the refresh says so
-    assert not reopened.refresh(store)  # current: nothing exported...
+    assert not reopened.refresh(store.rows)  # current: nothing exported...
     assert reopened.snapshot().resident  # ...but now held in memory
     held = reopened.snapshot()
-    assert not reopened.refresh(store) and reopened.snapshot() is held  # once
-    assert torch.equal(reopened.gather("paper", "x", [4, 2]), FEATURES[("paper", "x")][[4, 2]])
+    assert not reopened.refresh(store.rows) and reopened.snapshot() is held  # once
+    assert np.array_equal(reopened.gather("paper", "x", [4, 2]), FEATURES[("paper", "x")][[4, 2]].numpy())
 
 
 def test_the_default_budget_is_a_quarter_of_the_memory_left_and_a_given_one_at_most_half(
@@ -311,9 +308,9 @@ def test_a_follower_opens_each_version_the_writer_exports_and_never_writes(
     follower = FeatureTier(tmp_path / "tier", resident_bytes=1 << 30)
     assert follower.follow() and follower.version == tier.version and not follower.follow()
     store.put_tensor(torch.ones(2, 6), group_name="paper", attr_name="x", index=torch.tensor([3, 4]))
-    tier.refresh(store)
+    tier.refresh(store.rows)
     assert follower.follow() and follower.version == tier.version
-    assert torch.equal(follower.gather("paper", "x", torch.tensor([3, 4])), torch.ones(2, 6))
+    assert np.array_equal(follower.gather("paper", "x", np.array([3, 4])), np.ones((2, 6), np.float32))
     assert sorted(p.name for p in (tmp_path / "tier").iterdir() if p.is_dir()) == [tier.snapshot().path.name]
     with pytest.raises(PreconditionError, match="has no version yet: its primary exports one"):
         FeatureTier(tmp_path / "empty").follow()

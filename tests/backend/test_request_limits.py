@@ -17,14 +17,9 @@ from gnnstore.client.sampler_wire import edge_input_to_proto, node_input_to_prot
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, ResourceExhaustedError
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.proto import feature_pb2, graph_pb2, idmap_pb2
-from gnnstore.proto.codec import (
-    attr_key_to_proto,
-    ids_to_proto,
-    node_type_to_proto,
-    optional_tensor_to_proto,
-    tensor_to_proto,
-)
+from gnnstore.proto.codec import attr_key_to_proto, ids_to_proto, node_type_to_proto
 from gnnstore.proto.sampling_options import options_to_proto
+from gnnstore.proto.tensor_codec import optional_tensor_to_proto, tensor_to_proto
 
 NODES = 400
 REPLY_LIMIT = 10_000  # bytes: 156 rows of x (16 float32)

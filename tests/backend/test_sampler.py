@@ -17,6 +17,7 @@ from gnnstore.backend.engine.snapshot_builder import build_snapshot
 from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
+from gnnstore.stores.pyg_graph_store import PyGGraphStore
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 N, E = 300, 3000
@@ -253,10 +254,10 @@ def test_bad_link_input_is_refused(engine: SamplingEngine) -> None:
 
 def test_loaders_over_a_store_pair_with_a_mapped_snapshot(tmp_path, graph: Data) -> None:
     """RocksDB features + LadybugDB edges, sampled through a snapshot built from that store."""
-    with EmbeddedGraphStore(tmp_path / "graph.lbug") as graph_store, \
+    with PyGGraphStore(EmbeddedGraphStore(tmp_path / "graph.lbug")) as graph_store, \
             RocksDBFeatureStore(tmp_path / "features") as feature_store:
         graph_store.put_edge_index(graph.edge_index, edge_type=None, layout="coo", size=(N, N))
-        snapshot = build_snapshot(graph_store, tmp_path / "snapshots", chunk_size=500)
+        snapshot = build_snapshot(graph_store.store, tmp_path / "snapshots", chunk_size=500)
         sampler = SnapshotNeighborSampler(snapshot, [4, 2], seed=3)
         feature_store.put_tensor(graph.x, group_name=None, attr_name="x", index=None)
         node_loader = NodeLoader((feature_store, graph_store), node_sampler=sampler,

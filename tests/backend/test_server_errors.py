@@ -25,8 +25,9 @@ from gnnstore.common.errors import (
 )
 from gnnstore.ingest.generator import generate_hetero_graph
 from gnnstore.proto import feature_pb2, graph_pb2
-from gnnstore.proto.codec import ids_to_proto, node_type_to_proto, tensor_to_proto
+from gnnstore.proto.codec import ids_to_proto, node_type_to_proto
 from gnnstore.proto.sampling_options import options_to_proto
+from gnnstore.proto.tensor_codec import tensor_to_proto
 
 MAX_SEEDS = 300
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import warm_launcher
+from pyg_views import features_of
 from served import ServerProcess, ingest
 from torch_geometric.sampler import NodeSamplerInput
 
@@ -68,9 +69,9 @@ def test_a_stop_during_a_put_waits_for_it_and_the_store_holds_old_or_new(tmp_pat
     assert code == 0, log
     assert "NoneType" not in log and "Traceback" not in log, log
     with open_stores(data_dir, read_only=True) as stores:
-        schema = {s.attr_name: s for s in stores.feature_store.tensor_schema()}
+        schema = {s.attr_name: s for s in features_of(stores).tensor_schema()}
         if "big" in schema:  # committed before the stop: whole
-            assert torch.equal(stores.feature_store.get_tensor(group_name=None, attr_name="big", index=None), big)
+            assert torch.equal(features_of(stores).get_tensor(group_name=None, attr_name="big", index=None), big)
         assert {"x", "y"} <= set(schema)
 
 

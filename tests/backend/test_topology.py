@@ -11,13 +11,12 @@ import pytest
 import torch
 from sampler_checks import hetero_graph, power_law_edge_index
 from torch import Tensor
-from torch_geometric.data import EdgeAttr
 
 from gnnstore.backend.engine.sampler import SamplingEngine
 from gnnstore.backend.engine.snapshot_builder import build_snapshot
 from gnnstore.backend.engine.topology import TopologySnapshot
 from gnnstore.common.errors import InvalidRequestError, MalformedFileError, NotFoundError, PreconditionError
-from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore
+from gnnstore.stores.base import DEFAULT_CHUNK_EDGES, BaseGraphStore, StoredEdgeAttr
 from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
 
 N, E = 200, 1500
@@ -27,7 +26,7 @@ def _db_store(path: Path, edges: dict) -> EmbeddedGraphStore:
     """A EmbeddedGraphStore at ``path`` holding ``{edge_type: (edge_index, (n_src, n_dst))}`` as COO."""
     store = EmbeddedGraphStore(path)
     for et, (ei, size) in edges.items():
-        store.put_edge_index(ei, edge_type=et, layout="coo", size=size)
+        store.put_edges(ei, et, "coo", size)
     return store
 
 
@@ -54,24 +53,24 @@ class InconsistentGraphStore(BaseGraphStore):
         super().__init__()
         self.edge_index, self.size = edge_index, size
 
-    def _put_edge_index(self, edge_index, edge_attr) -> bool:  # noqa: ANN001
+    def put_edges(self, edge_index, edge_type, layout, size=None, is_sorted=False) -> bool:  # noqa: ANN001
         raise NotImplementedError
 
-    def _get_edge_index(self, edge_attr):  # noqa: ANN001, ANN202
-        return tuple(self.edge_index)
+    def edge_index(self, edge_type, layout):  # noqa: ANN001, ANN202
+        return tuple(self.edge_index.numpy())
 
-    def _remove_edge_index(self, edge_attr) -> bool:  # noqa: ANN001
+    def remove_edges(self, edge_type, layout) -> bool:  # noqa: ANN001
         raise NotImplementedError
 
-    def get_all_edge_attrs(self) -> list[EdgeAttr]:
-        return [EdgeAttr(None, "coo", size=self.size)]
+    def edge_attrs(self) -> list[StoredEdgeAttr]:
+        return [StoredEdgeAttr(None, "coo", False, self.size)]
 
     def iter_edge_index(
         self, edge_type: None, chunk_size: int = DEFAULT_CHUNK_EDGES
-    ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         for start in range(0, self.edge_index.size(1), chunk_size):
-            part = self.edge_index[:, start:start + chunk_size]
-            yield part[0], part[1], torch.arange(start, start + part.size(1))
+            part = self.edge_index[:, start:start + chunk_size].numpy()
+            yield part[0], part[1], np.arange(start, start + part.shape[1])
 
     def version(self) -> str:
         return "inconsistent"
@@ -153,7 +152,7 @@ def test_same_version_is_reused_and_a_new_version_is_stale(tmp_path) -> None:
         first = build_snapshot(store, snapshots)
         assert build_snapshot(store, snapshots).built_at == first.built_at
         assert not first.is_stale(store)
-        store.put_edge_index(ei[:, :100], edge_type=None, layout="coo", size=(N, N))
+        store.put_edges(ei[:, :100], None, "coo", (N, N))
         assert first.is_stale(store)
         second = build_snapshot(store, snapshots)
         assert second.version == store.version() != first.version
@@ -246,9 +245,9 @@ def test_layouts_with_different_sizes_snapshot_the_canonical_edges(tmp_path):
     """A CSC put before a wider COO of the same edge type must not narrow the snapshot."""
     store = EmbeddedGraphStore(tmp_path / "graph.lbug")
     csc_row, colptr = torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2, 3])
-    store.put_edge_index((csc_row, colptr), edge_type=None, layout="csc", size=(3, 3))
+    store.put_edges((csc_row, colptr), None, "csc", (3, 3))
     coo = torch.tensor([[5, 0, 4], [0, 2, 1]])
-    store.put_edge_index((coo[0], coo[1]), edge_type=None, layout="coo", size=(6, 3))
+    store.put_edges((coo[0], coo[1]), None, "coo", (6, 3))
     snap = build_snapshot(store, tmp_path / "snapshots")
     assert snap.num_nodes[None] == 6
     topo = snap.edge(None)

@@ -23,7 +23,8 @@ from gnnstore.client import (
 from gnnstore.client.prefetch import THREAD_NAME
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.codec import ids_from_proto, node_type_to_proto
+from gnnstore.proto.codec import node_type_to_proto
+from gnnstore.proto.tensor_codec import ids_from_proto
 
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
 MULTI_GET = "/gnnstore.v1.FeatureService/MultiGet"

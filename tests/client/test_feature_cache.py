@@ -183,7 +183,7 @@ def test_budget_is_shared_as_one_fraction_of_every_node_type() -> None:
     cache = FeatureCache(total // 4, specs, policy="lru")
     assert cache.nbytes <= total // 4
     for group, n in (("paper", 1000), ("author", 400)):
-        rows = {s.attr_name: torch.zeros(s.shape, dtype=s.dtype) for s in specs if s.group_name == group}
+        rows = {s.attr_name: torch.zeros(s.shape, dtype=getattr(torch, s.dtype)) for s in specs if s.group_name == group}
         assert cache.insert(group, torch.arange(n), rows) == n // 4
 
 

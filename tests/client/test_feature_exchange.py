@@ -14,7 +14,7 @@ from torch_geometric.sampler import SamplerOutput
 
 from gnnstore.client import FeatureExchange, RemoteFeatureStore, RemoteNeighborSampler, connect
 from gnnstore.client.feature_cache import FeatureCache
-from gnnstore.proto.node_rows import NodeRows
+from gnnstore.client.received_rows import ReceivedRows
 
 
 class WarmRows:
@@ -96,7 +96,7 @@ def test_delivered_rows_answer_once_and_never_cross_a_pickle() -> None:
     n_id = torch.tensor([4, 2, 4])
     rows = torch.tensor([[20.0], [40.0]])  # rows of ids 2 and 4, not in n_id order: looked up
     exchange.deliver(SamplerOutput(node=n_id, row=n_id[:0], col=n_id[:0], edge=None),
-                     [NodeRows(None, torch.tensor([2, 4]), {"x": rows})])
+                     [ReceivedRows(None, torch.tensor([2, 4]), {"x": rows})])
     clone = pickle.loads(pickle.dumps(exchange))
     fetched: list[list[TensorAttr]] = []
 
@@ -115,7 +115,7 @@ def test_rows_the_server_left_out_are_fetched_alone() -> None:
     exchange = FeatureExchange()
     n_id = torch.tensor([4, 2, 7])
     exchange.deliver(SamplerOutput(node=n_id, row=n_id[:0], col=n_id[:0], edge=None),
-                     [NodeRows(None, torch.tensor([2, 4]), {"x": torch.tensor([[20.0], [40.0]])})])
+                     [ReceivedRows(None, torch.tensor([2, 4]), {"x": torch.tensor([[20.0], [40.0]])})])
     asked: list[Tensor] = []
 
     def fetch(attrs: list[TensorAttr]) -> list[Tensor]:
@@ -131,7 +131,7 @@ def test_aligned_rows_with_other_ids_than_the_batch_are_not_trusted() -> None:
     exchange = FeatureExchange()
     n_id = torch.tensor([4, 2, 7])
     rows = torch.tensor([[40.0], [99.0], [55.0]])  # aligned: rows at positions 0 and 2 written
-    claimed = NodeRows(None, torch.tensor([4, 9]), {"x": rows}, positions=torch.tensor([0, 2]))  # 9 is not n_id[2]
+    claimed = ReceivedRows(None, torch.tensor([4, 9]), {"x": rows}, positions=torch.tensor([0, 2]))  # 9 is not n_id[2]
     exchange.deliver(SamplerOutput(node=n_id, row=n_id[:0], col=n_id[:0], edge=None), [claimed])
 
     def fetch(attrs: list[TensorAttr]) -> list[Tensor]:

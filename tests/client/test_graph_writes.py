@@ -7,17 +7,24 @@ from pathlib import Path
 
 import pytest
 import torch
+from served import ingest, start_server
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput
 
 from gnnstore.client import (
-    GraphWriter, Prefetcher, RemoteGraphStore, RemoteIdMap, RemoteNeighborSampler, connect, server_info,
+    GraphWriter,
+    Prefetcher,
+    RemoteGraphStore,
+    RemoteIdMap,
+    RemoteNeighborSampler,
+    connect,
+    server_info,
 )
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.codec import edge_type_to_proto, tensor_to_proto
-from served import ingest, start_server
+from gnnstore.proto.codec import edge_type_to_proto
+from gnnstore.proto.tensor_codec import tensor_to_proto
 
 N, E = 200, 1500
 
@@ -123,8 +130,8 @@ def test_new_nodes_keep_their_ids_rows_and_edges_across_a_kill(graph: Data, data
         keys = [N + 7, "paper-a", N + 7]
         given = torch.tensor([[1.0] * 4, [2.0] * 4, [3.0] * 4])  # a row per key: the first of N + 7's is kept
         for rows, problem in [(None, "carries a row of each of its attributes, one per key; missing: x"),
-                              ({"x": given[:2]}, r"\(2, 4\) torch.float32 given; 3 key\(s\) need \(3, 4\)"),
-                              ({"x": given.double()}, "torch.float64 given"),
+                              ({"x": given[:2]}, r"\(2, 4\) float32 given; 3 key\(s\) need \(3, 4\)"),
+                              ({"x": given.double()}, "float64 given; 3 key\\(s\\) need \\(3, 4\\) float32"),
                               ({"x": given, "nope": given}, "has no attribute 'nope'")]:
             with pytest.raises(InvalidRequestError, match=problem):
                 writer.write(nodes={None: keys}, rows=None if rows is None else {None: rows})

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from pyg_views import features_of
 from served import ServerProcess, ingest, serve_graph, start_server
 from torch_geometric.data import Data, HeteroData, TensorAttr
 from torch_geometric.loader import NodeLoader
@@ -62,7 +63,7 @@ def test_attr_name_none_is_served(tmp_path: Path) -> None:
     data_dir = ingest(graph, tmp_path / "data")
     unnamed = torch.randn(30, 2)
     with open_stores(data_dir) as stores:
-        stores.feature_store["user", None, None] = unnamed  # as PyG's reference store allows
+        features_of(stores)["user", None, None] = unnamed  # as PyG's reference store allows
     with start_server(data_dir, "--read-only") as server:
         fs, _ = connect(server.address)
         assert {(s.attr_name, tuple(s.shape)) for s in fs.schema()} == {("x", (30, 4)), (None, (30, 2))}

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from pyg_views import features_of, graph_of
 from served import ServerProcess, ingest, start_server
 from torch import Tensor
 from torch_geometric.data import Data, FeatureStore, GraphStore
@@ -94,7 +95,7 @@ def test_cora_remote_matches_in_process(cora: Data, cora_dir: Path, cora_server:
     with open_stores(cora_dir, read_only=True) as stores:
         snapshot = build_snapshot(stores.graph_store, tmp_path / "snapshots")
         local = _train_and_test(
-            (stores.feature_store, stores.graph_store),
+            (features_of(stores), graph_of(stores)),
             lambda fanouts: SnapshotNeighborSampler(snapshot, fanouts),
             cora,
         )

@@ -136,29 +136,17 @@ def test_module_loads_neither_grpc_nor_the_wire(module: str) -> None:
 
 
 SERVING_ROOMS = ("gnnstore.common", "gnnstore.stores", "gnnstore.proto", "gnnstore.backend", *ROOT_MODULES)
-PYG_SIDE = {"gnnstore.backend.engine.sampler"}  # PyG's samplers over gnnstore's, for PyG's loaders: by design
-STILL_ON_TORCH = {  # issue 47's to-do: the server's modules that still import torch or PyG; it only shrinks
-    f"gnnstore.{name}" for name in (
-        "backend.features.feature_tier", "backend.features.tiered_feature_store", "backend.server.serve_cli",
-        "backend.service.admin_service", "backend.service.feature_service", "backend.service.graph_service",
-        "backend.service.row_gathering", "backend.service.write_applier",
-        "common.attr_schema", "common.row_copy",
-        "proto.codec", "proto.feature_request", "proto.key_codec", "proto.node_rows",
-        "proto.wire_dtypes",
-        "stores.base", "stores.edge_file_graph_store", "stores.edge_layout", "stores.edge_records",
-        "stores.embedded_graph_store", "stores.id_map", "stores.neo4j_attached", "stores.neo4j_graph_store",
-        "stores.neo4j_import", "stores.rocksdb_feature_store",
-    )
+TRAINER_SIDE = {  # torch and PyG over the server's numpy, for PyG's loaders and the trainer: by design
+    "gnnstore.backend.engine.sampler", "gnnstore.common.tensor_rows", "gnnstore.proto.tensor_codec",
+    "gnnstore.stores.pyg_graph_store", "gnnstore.stores.rocksdb_feature_store",
 }
+LAZY_EXPORTS = {"gnnstore.stores"}  # names its PyG stores for type checkers, and loads them on first use
 
 
-def test_a_server_module_imports_torch_only_while_it_is_on_the_list_of_those_still_to_convert() -> None:
-    serving = [m for m in MODULES if any(_under(m, room) for room in SERVING_ROOMS)]
-    on_torch = {
-        m for m in serving
-        if any(_under(n, "torch") or _under(n, "torch_geometric") for n in _imports(m, MODULES[m]))
-    }
-    new = on_torch - PYG_SIDE - STILL_ON_TORCH
-    assert not new, f"new torch or PyG imports on the server's side (it is to run without them): {sorted(new)}"
-    converted = STILL_ON_TORCH - on_torch
-    assert not converted, f"no longer import torch or PyG: take them off STILL_ON_TORCH: {sorted(converted)}"
+def test_no_server_module_imports_torch_pyg_or_the_trainers_side() -> None:
+    serving = [m for m in MODULES if any(_under(m, room) for room in SERVING_ROOMS) and m not in TRAINER_SIDE]
+    broken = sorted(
+        f"{m} imports {n}" for m in serving if m not in LAZY_EXPORTS for n in _imports(m, MODULES[m])
+        if any(_under(n, side) for side in ("torch", "torch_geometric", *TRAINER_SIDE))
+    )
+    assert not broken, "the server is to run without torch and PyG:\n" + "\n".join(broken)

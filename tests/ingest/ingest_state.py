@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+from pyg_views import features_of, graph_of
 
 
 def stored_edges(graph_store, edge_type) -> tuple[torch.Tensor, torch.Tensor]:
@@ -14,11 +15,11 @@ def stored_edges(graph_store, edge_type) -> tuple[torch.Tensor, torch.Tensor]:
 def store_state(stores) -> dict:
     """Everything the stores hold, for before/after comparisons."""
     state = {"features": {}, "edges": {}, "ids": {}}
-    for s in stores.feature_store.tensor_schema():  # node and edge attributes
-        state["features"][(s.group_name, s.attr_name)] = stores.feature_store.get_tensor(
+    for s in features_of(stores).tensor_schema():  # node and edge attributes
+        state["features"][(s.group_name, s.attr_name)] = features_of(stores).get_tensor(
             group_name=s.group_name, attr_name=s.attr_name, index=None)
-    for attr in stores.graph_store.get_all_edge_attrs():
-        state["edges"][attr.edge_type] = (stored_edges(stores.graph_store, attr.edge_type)[0], attr.size)
+    for attr in graph_of(stores).get_all_edge_attrs():
+        state["edges"][attr.edge_type] = (stored_edges(graph_of(stores), attr.edge_type)[0], attr.size)
     for node_type in stores.id_map.node_types():
         n = stores.id_map.num_nodes(node_type)
         state["ids"][node_type] = stores.id_map.to_keys(node_type, torch.arange(n))

@@ -9,6 +9,7 @@ import pytest
 import torch
 import warm_launcher
 from click.testing import CliRunner
+from pyg_views import features_of, graph_of
 
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.ingest.cli import Target, ingest_command, resolve_target
@@ -30,8 +31,8 @@ def test_generate_ingests_and_prints_one_line_per_step(tmp_path):
     assert lines[-1].startswith("total") and all("rows/s" in line for line in lines[:-1])
     with open_stores(data_dir, read_only=True) as stores:
         assert stores.id_map.num_nodes(None) == 400
-        assert stores.feature_store.get_tensor_size(None, "x") == (400, 8)
-        (attr,) = stores.graph_store.get_all_edge_attrs()
+        assert features_of(stores).get_tensor_size(None, "x") == (400, 8)
+        (attr,) = graph_of(stores).get_all_edge_attrs()
         assert tuple(attr.size) == (400, 400)
 
 
@@ -68,8 +69,8 @@ def test_typed_files_ingest(tmp_path):
     assert result.exit_code == 0, result.output
     with open_stores(data_dir, read_only=True) as stores:
         assert stores.id_map.to_keys("paper", [0, 1, 2]) == ["p1", "p2", "p3"]
-        assert torch.equal(stores.feature_store.get_tensor("author", "x", None), torch.tensor([[30.0], [40.0]]))
-        chunks = list(stores.graph_store.iter_edge_index(("author", "writes", "paper")))
+        assert torch.equal(features_of(stores).get_tensor("author", "x", None), torch.tensor([[30.0], [40.0]]))
+        chunks = list(graph_of(stores).iter_edge_index(("author", "writes", "paper")))
         assert torch.equal(torch.stack(chunks[0][:2]), torch.tensor([[1, 0, 1], [2, 0, 0]]))
 
 
@@ -104,7 +105,7 @@ def test_malformed_file_is_one_line_on_stderr_exit_1_and_nothing_stored(tmp_path
     assert len(error_lines) == 1 and "nodes.csv: line 3, column 'f0'" in error_lines[0]
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     with open_stores(data_dir) as stores:
-        assert stores.id_map.node_types() == [] and stores.feature_store.get_all_tensor_attrs() == []
+        assert stores.id_map.node_types() == [] and features_of(stores).get_all_tensor_attrs() == []
 
 
 def test_target_reads_flags_then_the_servers_environment_names(tmp_path):

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from gnnstore.ingest.file_source import read_graph_files
 from gnnstore.common.errors import InvalidRequestError, MalformedFileError
+from gnnstore.ingest.file_source import read_graph_files
 
 
 def write(path: Path, frame: pd.DataFrame) -> Path:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnnstore.ingest.generator import generate_graph, generate_hetero_graph
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.ingest.generator import generate_graph, generate_hetero_graph
 
 
 @pytest.fixture(scope="module")

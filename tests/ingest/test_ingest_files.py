@@ -4,12 +4,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
-
-from gnnstore.ingest.file_source import ingest_files
-from gnnstore.common.errors import MalformedFileError
-from gnnstore.stores.data_dir import open_stores
-
 from ingest_state import assert_same_state, store_state, stored_edges
+from pyg_views import features_of, graph_of
+
+from gnnstore.common.errors import MalformedFileError
+from gnnstore.ingest.file_source import ingest_files
+from gnnstore.stores.data_dir import open_stores
 
 
 @pytest.fixture()
@@ -32,17 +32,17 @@ def files(tmp_path):
 def test_files_round_trip(tmp_path, files):
     with open_stores(tmp_path / "data") as stores:
         ingest_files(stores, **files)
-        fs = stores.feature_store
+        fs = features_of(stores)
         assert torch.equal(fs.get_tensor("paper", "x", None), torch.tensor([[1.0, 0.0], [2.0, 0.5], [3.0, 1.0]]))
         assert torch.equal(fs.get_tensor("paper", "y", None), torch.tensor([2, 0, 1]))
         assert torch.equal(fs.get_tensor("paper", "train_mask", None), torch.tensor([True, True, False]))
         assert stores.id_map.to_keys("author", [0, 1]) == [101, 102]
-        edges, _ = stored_edges(stores.graph_store, ("author", "writes", "paper"))
+        edges, _ = stored_edges(graph_of(stores), ("author", "writes", "paper"))
         assert torch.equal(edges, torch.tensor([[1, 0, 1], [2, 0, 0]]))
         # the extra columns, in file order, are the edge type's edge_attr, a row per edge id
         writes = fs.get_tensor(("author", "writes", "paper"), "edge_attr", None)
         assert torch.equal(writes, torch.tensor([[0.5, 2.0], [1.0, 1.0], [0.25, 1.0]]))
-        edges, _ = stored_edges(stores.graph_store, ("paper", "cites", "paper"))
+        edges, _ = stored_edges(graph_of(stores), ("paper", "cites", "paper"))
         assert torch.equal(edges, torch.tensor([[1, 2], [0, 0]]))
         assert not [s for s in fs.tensor_schema() if s.group_name == ("paper", "cites", "paper")]
 
@@ -53,7 +53,7 @@ def test_an_untyped_edge_file_gives_the_homogeneous_edge_attributes(tmp_path):
         tmp_path / "edges.csv", index=False)
     with open_stores(tmp_path / "data") as stores:
         ingest_files(stores, nodes={None: tmp_path / "nodes.csv"}, edges={None: tmp_path / "edges.csv"})
-        fs = stores.feature_store
+        fs = features_of(stores)
         assert torch.equal(fs.get_tensor((None, None), "edge_attr", None), torch.tensor([[3.0], [4.0], [5.0]]))
         assert [(a.group_name, a.attr_name) for a in fs.get_all_tensor_attrs()] == [(None, "x")]
 
@@ -80,9 +80,9 @@ def test_a_malformed_file_commits_nothing(tmp_path, files, breakage, fragment):
     with open_stores(tmp_path / "data") as stores:
         ingest_files(stores, **files)
         before = store_state(stores)
-        versions = stores.feature_store.version(), stores.graph_store.version()
+        versions = features_of(stores).version(), graph_of(stores).version()
         breakage(tmp_path)
         with pytest.raises(MalformedFileError, match=fragment):
             ingest_files(stores, **files)
         assert_same_state(before, store_state(stores))
-        assert (stores.feature_store.version(), stores.graph_store.version()) == versions
+        assert (features_of(stores).version(), graph_of(stores).version()) == versions

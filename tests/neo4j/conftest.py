@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from neo4j_server import neo4j_server, wipe  # noqa: F401 - registers the session fixture
 
 # The graph-store contract lives beside the other stores' tests; import it by its module name

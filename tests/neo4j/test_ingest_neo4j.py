@@ -8,11 +8,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 from neo4j import GraphDatabase
+from pyg_views import features_of
 
 from gnnstore.ingest.cli import ingest_command
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.stores.data_dir import open_stores
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
+from gnnstore.stores.pyg_graph_store import PyGGraphStore
 
 pytestmark = pytest.mark.neo4j
 
@@ -46,7 +48,7 @@ def test_generate_into_neo4j_then_rerun_changes_nothing(neo4j_clean: tuple, tmp_
         assert result.exit_code == 0, result.output
         assert any(line.split()[:3] == ["edges", "None", "1,200"] for line in result.stdout.splitlines())
         assert sorted(p.name for p in data_dir.iterdir()) == ["features", "idmap", "ingest-record.json"]  # no graph.kuzu
-        with Neo4jGraphStore(uri, auth) as graph_store:
+        with PyGGraphStore(Neo4jGraphStore(uri, auth)) as graph_store:
             assert torch.equal(torch.stack(graph_store.get_edge_index(None, "coo")), graph.edge_index)
             (attr,) = graph_store.get_all_edge_attrs()
             assert tuple(attr.size) == (300, 300)
@@ -58,7 +60,7 @@ def test_generate_into_neo4j_then_rerun_changes_nothing(neo4j_clean: tuple, tmp_
     assert other_uri.exit_code != 0  # another graph target is not "done": it is tried (and fails here)
     with open_stores(data_dir, read_only=True, graph_store=Neo4jGraphStore(uri, auth)) as stores:
         assert stores.id_map.num_nodes(None) == 300
-        assert torch.equal(stores.feature_store.get_tensor(None, "x", None), graph.x)
+        assert torch.equal(features_of(stores).get_tensor(None, "x", None), graph.x)
 
 
 def test_environment_alone_selects_neo4j_for_typed_files(neo4j_clean: tuple, tmp_path: Path) -> None:
@@ -73,6 +75,6 @@ def test_environment_alone_selects_neo4j_for_typed_files(neo4j_clean: tuple, tmp
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "data" / "graph.kuzu").exists()
-    with Neo4jGraphStore(uri, auth) as graph_store:
+    with PyGGraphStore(Neo4jGraphStore(uri, auth)) as graph_store:
         row, col = graph_store.get_edge_index(("author", "writes", "paper"), "coo")
         assert torch.equal(torch.stack([row, col]), torch.tensor([[1, 0, 1], [2, 0, 0]]))

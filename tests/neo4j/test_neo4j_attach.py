@@ -12,6 +12,7 @@ import pytest
 import torch
 import warm_launcher
 from neo4j import GraphDatabase
+from pyg_views import features_of, graph_of
 from served import start_neo4j_server, start_server
 from torch_geometric.loader import NodeLoader
 
@@ -114,9 +115,9 @@ def attach(uri: str, auth: object, spec: Path, data_dir: Path) -> subprocess.Com
 def assert_attached(data_dir: Path, uri: str, auth: object, p: list[dict], m: list[dict]) -> None:
     """Ids, features and every edge type in the data directory equal what Neo4j holds."""
     with open_stores(data_dir, read_only=True) as stores:
-        fs, gs, ids = stores.feature_store, stores.graph_store, stores.id_map
-        person_ids = ids.to_ids("Person", [r["email"] for r in p])
-        movie_ids = ids.to_ids("Movie", [r["mid"] for r in m])
+        fs, gs, ids = features_of(stores), graph_of(stores), stores.id_map
+        person_ids = torch.from_numpy(ids.to_ids("Person", [r["email"] for r in p]))
+        movie_ids = torch.from_numpy(ids.to_ids("Movie", [r["mid"] for r in m]))
         x = fs.get_tensor(group_name="Person", attr_name="x", index=person_ids)
         assert x.dtype == torch.float32 and torch.allclose(x, torch.tensor([r["emb"] for r in p]))
         age = fs.get_tensor(group_name="Person", attr_name="age", index=person_ids)

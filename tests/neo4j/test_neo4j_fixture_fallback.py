@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from neo4j_server import ways_to_start
 
 TESTS = Path(__file__).resolve().parents[1]

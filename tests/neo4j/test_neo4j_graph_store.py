@@ -11,6 +11,7 @@ from neo4j import GraphDatabase
 
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
 from gnnstore.stores.neo4j_graph_store import Neo4jGraphStore
+from gnnstore.stores.pyg_graph_store import PyGGraphStore
 
 pytestmark = pytest.mark.neo4j
 
@@ -22,23 +23,23 @@ class TestNeo4jGraphStore(GraphStoreContract):
     def _server(self, neo4j_clean: tuple) -> None:
         self.uri, self.auth = neo4j_clean
 
-    def make_store(self, tmp_path: Path) -> Neo4jGraphStore:
-        return Neo4jGraphStore(self.uri, self.auth, batch_size=64)  # small: writes and reads page
+    def make_store(self, tmp_path: Path) -> PyGGraphStore:
+        return PyGGraphStore(Neo4jGraphStore(self.uri, self.auth, batch_size=64))  # small: writes and reads page
 
 
 @pytest.fixture
-def store(neo4j_clean: tuple) -> Neo4jGraphStore:
+def store(neo4j_clean: tuple) -> PyGGraphStore:
     uri, auth = neo4j_clean
-    with Neo4jGraphStore(uri, auth, batch_size=7) as s:
+    with PyGGraphStore(Neo4jGraphStore(uri, auth, batch_size=7)) as s:
         yield s
 
 
-def cypher(store: Neo4jGraphStore, query: str) -> list:
-    with GraphDatabase.driver(store.uri, auth=store.auth) as driver:
+def cypher(store: PyGGraphStore, query: str) -> list:
+    with GraphDatabase.driver(store.store.uri, auth=store.store.auth) as driver:
         return driver.execute_query(query).records
 
 
-def test_edges_are_relationships_between_id_nodes(store: Neo4jGraphStore) -> None:
+def test_edges_are_relationships_between_id_nodes(store: PyGGraphStore) -> None:
     store.put_edge_index((torch.tensor([0, 2]), torch.tensor([1, 1])), ("author", "writes", "paper"), "coo", size=(3, 2))
     rows = cypher(store, "MATCH (a:author)-[r:writes]->(b:paper) RETURN a.id AS a, b.id AS b, r.eid AS e ORDER BY e")
     assert [(r["a"], r["b"], r["e"]) for r in rows] == [(0, 1, 0), (2, 1, 1)]
@@ -48,7 +49,7 @@ def test_edges_are_relationships_between_id_nodes(store: Neo4jGraphStore) -> Non
         ("author", "UNIQUENESS"), ("paper", "UNIQUENESS")}  # fmt: skip
 
 
-def test_same_relation_between_other_labels_does_not_mix(store: Neo4jGraphStore) -> None:
+def test_same_relation_between_other_labels_does_not_mix(store: PyGGraphStore) -> None:
     types = {("user", "rates", "item"): random_coo(5, 8, 40, 1),
              ("user", "rates", "shop"): random_coo(5, 4, 12, 3),
              ("item", "rates", "user"): random_coo(8, 5, 25, 4)}  # fmt: skip
@@ -59,7 +60,7 @@ def test_same_relation_between_other_labels_does_not_mix(store: Neo4jGraphStore)
         assert torch.equal(got[0], row) and torch.equal(got[1], col), et
 
 
-def test_odd_names_are_encoded_and_never_run(store: Neo4jGraphStore) -> None:
+def test_odd_names_are_encoded_and_never_run(store: PyGGraphStore) -> None:
     et = ("x`]->() DETACH DELETE a //", "cites", "paper")
     store.put_edge_index(random_coo(3, 3, 4), ET, "coo")
     store.put_edge_index(random_coo(3, 3, 5), et, "coo")
@@ -68,31 +69,31 @@ def test_odd_names_are_encoded_and_never_run(store: Neo4jGraphStore) -> None:
     assert "paper" in labels and any(label.startswith("_x") for label in labels)
 
 
-def test_version_survives_a_new_store_object(store: Neo4jGraphStore) -> None:
+def test_version_survives_a_new_store_object(store: PyGGraphStore) -> None:
     store.put_edge_index(random_coo(4, 4, 6), ET, "coo", size=(4, 4))
     version = store.version()
     assert version.startswith("neo4j-")
-    with Neo4jGraphStore(store.uri, store.auth) as other:
+    with Neo4jGraphStore(store.store.uri, store.store.auth) as other:
         assert other.version() == version
 
 
-def test_store_pickles_without_its_driver(store: Neo4jGraphStore) -> None:
+def test_store_pickles_without_its_driver(store: PyGGraphStore) -> None:
     store.put_edge_index(random_coo(4, 4, 5), ET, "coo")
-    assert store.driver is not None
+    assert store.store.driver is not None
     clone = pickle.loads(pickle.dumps(store))
-    assert clone._driver is None
+    assert clone.store._driver is None
     assert torch.equal(clone.get_edge_index(ET, "coo")[0], store.get_edge_index(ET, "coo")[0])
     clone.close()
 
 
-def test_short_csr_pointer_is_refused(store: Neo4jGraphStore) -> None:
+def test_short_csr_pointer_is_refused(store: PyGGraphStore) -> None:
     """Both graph stores share one validator: rowptr must have num_src + 1 entries."""
     with pytest.raises(InvalidRequestError, match="rowptr has 3 entries"):
         store.put_edge_index((torch.tensor([0, 1, 2]), torch.tensor([1, 2])), None, "csr", size=(4, 4))
     assert store.get_all_edge_attrs() == []
 
 
-def test_reads_name_an_end_node_whose_id_was_removed_outside_gnnstore(store: Neo4jGraphStore) -> None:
+def test_reads_name_an_end_node_whose_id_was_removed_outside_gnnstore(store: PyGGraphStore) -> None:
     """Reads map Neo4j's node ids to dense ids read beforehand: a node without ``id`` is named."""
     store.put_edge_index((torch.tensor([0, 1, 2]), torch.tensor([1, 2, 3])), ET, "coo", size=(4, 4))
     cypher(store, "MATCH (n:paper {id: 2}) REMOVE n.id")
@@ -100,7 +101,7 @@ def test_reads_name_an_end_node_whose_id_was_removed_outside_gnnstore(store: Neo
         store.get_edge_index(ET, "coo")
 
 
-def test_a_node_deleted_outside_gnnstore_is_named_and_no_edge_is_written(store: Neo4jGraphStore) -> None:
+def test_a_node_deleted_outside_gnnstore_is_named_and_no_edge_is_written(store: PyGGraphStore) -> None:
     store.put_edge_index((torch.tensor([0, 1, 2]), torch.tensor([1, 2, 3])), ET, "coo", size=(4, 4))
     cypher(store, "MATCH (n:paper {id: 2}) DETACH DELETE n")
     quotes = ("paper", "quotes", "paper")

@@ -52,18 +52,18 @@ def test_an_imported_graph_reads_back_and_samples_as_a_put_one(tmp_path: Path) -
         plan_file.write_text(json.dumps(plan))
         with pytest.raises(PreconditionError, match="relationships 'cites' from 'paper': 200 in Neo4j, 201"):
             store.adopt_import(files)
-        assert store.get_all_edge_attrs() == []
+        assert store.edge_attrs() == []
         plan_file.write_text(good)
         store.adopt_import(files)
         version = store.version()
         store.adopt_import(files)  # again, as after an adopt cut off half-way: it finishes; the edges stay as imported
-        assert {a.edge_type for a in store.get_all_edge_attrs()} == set(EDGES) and store.version() != version
-        assert {a.edge_type: tuple(a.size) for a in store.get_all_edge_attrs()} == {
+        assert {a.edge_type for a in store.edge_attrs()} == set(EDGES) and store.version() != version
+        assert {a.edge_type: tuple(a.size) for a in store.edge_attrs()} == {
             et: (COUNTS[et[0]], COUNTS[et[-1]]) for et in EDGES
         }
         for edge_type, (row, col) in EDGES.items():
-            got_row, got_col = store.get_edge_index(edge_type=edge_type, layout="coo")
-            assert torch.equal(got_row, row) and torch.equal(got_col, col)  # eid order kept
+            got_row, got_col = store.edge_index(edge_type, "coo")
+            assert np.array_equal(got_row, row.numpy()) and np.array_equal(got_col, col.numpy())  # eid order kept
         snapshot = build_snapshot(store, tmp_path / "snapshots")
         out = SnapshotNeighborSampler(snapshot, [-1]).sample_from_nodes(
             NodeSamplerInput(None, torch.tensor([3]), input_type="paper"))
@@ -74,9 +74,9 @@ def test_an_imported_graph_reads_back_and_samples_as_a_put_one(tmp_path: Path) -
         assert sorted(live_row.tolist()) == sorted(row[col == 3].tolist())
 
         version = store.version()  # a later put replaces an imported edge type as any other
-        store.put_edge_index(random_coo(40, 40, 50, seed=9), ("paper", "cites", "paper"), "coo", size=(40, 40))
+        store.put_edges(random_coo(40, 40, 50, seed=9), ("paper", "cites", "paper"), "coo", (40, 40))
         assert store.version() != version
-        assert store.get_edge_index(edge_type=("paper", "cites", "paper"), layout="coo")[0].numel() == 50
+        assert store.edge_index(("paper", "cites", "paper"), "coo")[0].size == 50
         with pytest.raises(PreconditionError, match="holds a gnnstore graph other than this import"):
             store.adopt_import(files)  # the graph changed since: adopting would clobber it
         store.close()
@@ -93,7 +93,7 @@ def test_bad_import_input_is_named(tmp_path: Path) -> None:
     with pytest.raises(PreconditionError, match="no import-plan.json"):
         admin_import_args(tmp_path / "nowhere")
     partial = ImportFilesGraphStore(tmp_path / "c")  # an ingest that failed before finish()
-    partial.put_edge_index(random_coo(40, 40, 5), ("paper", "cites", "paper"), "coo", size=(40, 40))
+    partial.put_edges(random_coo(40, 40, 5), ("paper", "cites", "paper"), "coo", (40, 40))
     partial.close()
     with pytest.raises(PreconditionError, match="no import-plan.json"):
         admin_import_args(tmp_path / "c")

@@ -25,7 +25,7 @@ def graph(neo4j_clean: tuple) -> tuple[Neo4jGraphStore, torch.Tensor, torch.Tens
     row = torch.randint(N, (400,), generator=gen)
     col = torch.minimum(torch.randint(N, (400,), generator=gen), torch.randint(N, (400,), generator=gen))
     store = Neo4jGraphStore(*neo4j_clean)
-    store.put_edge_index((row, col), None, "coo", size=(N, N))
+    store.put_edges((row, col), None, "coo", (N, N))
     yield store, row, col
     store.close()
 
@@ -64,7 +64,7 @@ def test_live_sampling_sees_writes_at_once(graph: tuple) -> None:
     store, _, _ = graph
     sampler = Neo4jLiveSampler(store, [-1])
     new_row, new_col = torch.tensor([7, 8, 9]), torch.tensor([59, 59, 59])
-    store.put_edge_index((new_row, new_col), None, "coo", size=(N, N))
+    store.put_edges((new_row, new_col), None, "coo", (N, N))
     out = sampler.sample_from_nodes(NodeSamplerInput(input_id=torch.arange(1), node=torch.tensor([59])))
     assert sorted(out.node[out.row].tolist()) == [7, 8, 9] and torch.equal(out.edge.sort().values, torch.arange(3))
 
@@ -85,7 +85,7 @@ def test_hetero_live_samples_follow_edge_types(neo4j_clean: tuple) -> None:
     edges = {("author", "writes", "paper"): (torch.randint(10, (50,), generator=gen), torch.randint(20, (50,), generator=gen)),
              ("paper", "cites", "paper"): (torch.randint(20, (80,), generator=gen), torch.randint(20, (80,), generator=gen))}  # fmt: skip
     for et, coo in edges.items():
-        store.put_edge_index(coo, et, "coo", size=(10 if et[0] == "author" else 20, 20))
+        store.put_edges(coo, et, "coo", (10 if et[0] == "author" else 20, 20))
     sampler = Neo4jLiveSampler(store, {et: [3, 2] for et in edges})
     out = sampler.sample_from_nodes(
         NodeSamplerInput(input_id=torch.arange(2), node=torch.tensor([4, 11]), input_type="paper")

@@ -45,7 +45,7 @@ CHILD = textwrap.dedent(f"""
     log.addHandler(BlockAfterFirstBatch())
     uri, auth, row, col = json.loads(sys.argv[1])
     store = Neo4jGraphStore(uri, auth and tuple(auth), batch_size=10)
-    store.put_edge_index((torch.tensor(row), torch.tensor(col)), {ET!r}, "coo", size=(30, 30))
+    store.put_edges((torch.tensor(row), torch.tensor(col)), {ET!r}, "coo", (30, 30))
 """)
 
 
@@ -65,20 +65,20 @@ def relationship_count(uri: str, auth: tuple | None) -> int:
 
 
 def assert_edges(store: Neo4jGraphStore, edges: tuple[torch.Tensor, torch.Tensor]) -> None:
-    row, col = store.get_edge_index(ET, "coo")
-    assert torch.equal(row, edges[0]) and torch.equal(col, edges[1])
+    row, col = store.edge_index(ET, "coo")
+    assert np.array_equal(row, edges[0].numpy()) and np.array_equal(col, edges[1].numpy())
     chunks = list(store.iter_edge_index(ET, chunk_size=32))
-    assert torch.equal(torch.cat([c[0] for c in chunks]), edges[0])
+    assert np.array_equal(np.concatenate([c[0] for c in chunks]), edges[0].numpy())
 
 
 def test_invalid_batch_mid_put_keeps_the_previous_edges(neo4j_clean: tuple) -> None:
     uri, auth = neo4j_clean
     with Neo4jGraphStore(uri, auth) as store:
-        store.put_edge_index(OLD, ET, "coo", size=(30, 30))
+        store.put_edges(OLD, ET, "coo", (30, 30))
         version = store.version()
     with InvalidThirdBatch(uri, auth, batch_size=10) as store:
         with pytest.raises(Neo4jError, match="[Pp]roperty"):
-            store.put_edge_index(NEW, ET, "coo", size=(30, 30))
+            store.put_edges(NEW, ET, "coo", (30, 30))
         assert store.batches == 3
         assert_edges(store, OLD)
         assert store.version() == version
@@ -91,7 +91,7 @@ def test_invalid_batch_mid_put_keeps_the_previous_edges(neo4j_clean: tuple) -> N
 def test_killed_put_keeps_the_previous_edges_until_the_next_put(neo4j_clean: tuple) -> None:
     uri, auth = neo4j_clean
     with Neo4jGraphStore(uri, auth) as store:
-        store.put_edge_index(OLD, ET, "coo", size=(30, 30))
+        store.put_edges(OLD, ET, "coo", (30, 30))
         version = store.version()
         arg = json.dumps([uri, auth, NEW[0].tolist(), NEW[1].tolist()])
         child = warm_launcher.popen([sys.executable, "-c", CHILD, arg], stdout=subprocess.PIPE, text=True)
@@ -104,6 +104,6 @@ def test_killed_put_keeps_the_previous_edges_until_the_next_put(neo4j_clean: tup
             child.wait()
         assert_edges(store, OLD)
         assert store.version() == version
-        store.put_edge_index(NEW, ET, "coo", size=(30, 30))
+        store.put_edges(NEW, ET, "coo", (30, 30))
         assert_edges(store, NEW)
         assert relationship_count(uri, auth) == 120  # the old and the orphaned edges are gone

@@ -4,16 +4,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnnstore.proto import codec
-from gnnstore.proto.common_pb2 import EdgeType, NodeType, Tensor
+from gnnstore.common.dtypes import ITEMSIZE
 from gnnstore.common.errors import InvalidRequestError
+from gnnstore.proto import codec, tensor_codec
+from gnnstore.proto.common_pb2 import EdgeType, NodeType, Tensor
 
 
-@pytest.mark.parametrize("dtype", sorted(codec.DTYPES.values(), key=str))
+@pytest.mark.parametrize("dtype", [getattr(torch, name) for name in sorted(ITEMSIZE)])
 def test_tensor_round_trip_is_bit_exact(dtype: torch.dtype) -> None:
     source = (torch.arange(24) % 7 - 3).reshape(2, 3, 4)
     tensor = source.to(dtype)
-    back = codec.tensor_from_proto(codec.tensor_to_proto(tensor))
+    back = tensor_codec.tensor_from_proto(tensor_codec.tensor_to_proto(tensor))
     assert back.dtype == dtype
     assert back.shape == tensor.shape
     assert torch.equal(back, tensor)
@@ -21,44 +22,44 @@ def test_tensor_round_trip_is_bit_exact(dtype: torch.dtype) -> None:
 
 def test_non_contiguous_and_scalar_and_empty_tensors() -> None:
     x = torch.randn(5, 4).t()
-    assert torch.equal(codec.tensor_from_proto(codec.tensor_to_proto(x)), x)
+    assert torch.equal(tensor_codec.tensor_from_proto(tensor_codec.tensor_to_proto(x)), x)
     scalar = torch.tensor(3.5)
-    assert torch.equal(codec.tensor_from_proto(codec.tensor_to_proto(scalar)), scalar)
+    assert torch.equal(tensor_codec.tensor_from_proto(tensor_codec.tensor_to_proto(scalar)), scalar)
     empty = torch.empty(0, 7)
-    back = codec.tensor_from_proto(codec.tensor_to_proto(empty))
+    back = tensor_codec.tensor_from_proto(tensor_codec.tensor_to_proto(empty))
     assert back.shape == (0, 7)
 
 
 def test_wire_bytes_are_little_endian_raw() -> None:
-    message = codec.tensor_to_proto(torch.tensor([1, 256], dtype=torch.int32))
+    message = tensor_codec.tensor_to_proto(torch.tensor([1, 256], dtype=torch.int32))
     assert message.dtype == "int32"
     assert message.data == b"\x01\x00\x00\x00\x00\x01\x00\x00"
 
 
 def test_decoded_tensor_is_writable_and_independent() -> None:
-    message = codec.tensor_to_proto(torch.zeros(3))
-    back = codec.tensor_from_proto(message)
+    message = tensor_codec.tensor_to_proto(torch.zeros(3))
+    back = tensor_codec.tensor_from_proto(message)
     back += 1
-    assert torch.equal(codec.tensor_from_proto(message), torch.zeros(3))
+    assert torch.equal(tensor_codec.tensor_from_proto(message), torch.zeros(3))
 
 
 def test_byte_count_mismatch_is_refused() -> None:
     message = Tensor(dtype="float32", shape=[3, 4], data=b"\x00" * 40)
     with pytest.raises(InvalidRequestError, match="needs 48 bytes, got 40"):
-        codec.tensor_from_proto(message, "MultiGet index")
+        tensor_codec.tensor_from_proto(message, "MultiGet index")
 
 
 def test_unknown_dtype_is_refused() -> None:
     with pytest.raises(InvalidRequestError, match="unknown tensor dtype 'float8'"):
-        codec.tensor_from_proto(Tensor(dtype="float8", shape=[1], data=b"\x00"))
+        tensor_codec.tensor_from_proto(Tensor(dtype="float8", shape=[1], data=b"\x00"))
 
 
 def test_ids_must_be_integer_and_one_dimensional() -> None:
-    assert codec.ids_from_proto(codec.tensor_to_proto(torch.tensor([3, 1], dtype=torch.int32))).dtype == torch.long
+    assert tensor_codec.ids_from_proto(tensor_codec.tensor_to_proto(torch.tensor([3, 1], dtype=torch.int32))).dtype == torch.long
     with pytest.raises(InvalidRequestError, match="seeds must be int64 or int32"):
-        codec.ids_from_proto(codec.tensor_to_proto(torch.tensor([1.0])), "seeds")
+        tensor_codec.ids_from_proto(tensor_codec.tensor_to_proto(torch.tensor([1.0])), "seeds")
     with pytest.raises(InvalidRequestError, match="must be 1-D"):
-        codec.ids_from_proto(codec.tensor_to_proto(torch.zeros(2, 2, dtype=torch.long)))
+        tensor_codec.ids_from_proto(tensor_codec.tensor_to_proto(torch.zeros(2, 2, dtype=torch.long)))
 
 
 @pytest.mark.parametrize("node_type", [None, "paper"])
@@ -105,7 +106,7 @@ def test_ids_travel_as_int32_when_they_fit_and_decode_as_writable_int64() -> Non
     assert codec.ids_to_proto(small).dtype == "int32" and codec.ids_to_proto(strided).dtype == "int32"
     assert codec.ids_to_proto(large).dtype == "int64" and codec.ids_to_proto(below).dtype == "int64"
     for ids in (small, large, below, strided, torch.tensor([], dtype=torch.long)):
-        decoded = codec.ids_from_proto(codec.ids_to_proto(ids))
+        decoded = tensor_codec.ids_from_proto(codec.ids_to_proto(ids))
         assert decoded.dtype == torch.long and torch.equal(decoded, ids)
         decoded.add_(1)  # writable, and not a view of the message
 

@@ -1,6 +1,7 @@
 """Node keys travel as int tensors, string lists or, mixed, key by key; the int 5 is not the str "5"."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -22,7 +23,7 @@ def test_str_and_mixed_keys_keep_their_types() -> None:
 
 
 def test_tensor_keys_must_be_integers() -> None:
-    assert keys_from_proto(keys_to_proto(torch.tensor([1, 2], dtype=torch.int32))).dtype == torch.long
+    assert keys_from_proto(keys_to_proto(torch.tensor([1, 2], dtype=torch.int32))).dtype == np.int64
     with pytest.raises(InvalidRequestError, match="1-D integers"):
         keys_to_proto(torch.tensor([1.5]))
 

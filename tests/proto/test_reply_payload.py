@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from gnnstore.proto import graph_pb2
-from gnnstore.proto.codec import ids_from_proto, ids_to_proto, tensor_from_proto, tensor_to_proto
+from gnnstore.proto.codec import ids_to_proto
 from gnnstore.proto.reply_payload import PayloadWriter, ReplyWithPayload, read_sample_reply
 from gnnstore.proto.reply_segment import ALIGNMENT
+from gnnstore.proto.tensor_codec import ids_from_proto, tensor_from_proto, tensor_to_proto
 
 
 def test_arrays_travel_after_the_message_aligned_and_decode_as_views() -> None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gnnstore.common.errors import InvalidRequestError
-from gnnstore.proto import codec, graph_pb2
+from gnnstore.proto import codec, graph_pb2, tensor_codec
 from gnnstore.proto.reply_segment import (
     ALIGNMENT,
     HEADER_BYTES,
@@ -43,10 +43,10 @@ def test_tensors_in_the_segment_decode_bit_exact_as_writable_views_of_it(
     segment: ReplySegment, dtype: torch.dtype
 ) -> None:
     tensor = (torch.arange(60) % 7 - 3).reshape(3, 20).to(dtype)
-    message = codec.tensor_to_proto(tensor, writer(segment))
+    message = tensor_codec.tensor_to_proto(tensor, writer(segment))
     assert message.HasField("shared") and not message.data
     assert message.shared.offset % ALIGNMENT == 0
-    back = codec.tensor_from_proto(message, shared=shared(segment))
+    back = tensor_codec.tensor_from_proto(message, shared=shared(segment))
     assert back.dtype == dtype and torch.equal(back, tensor)
     assert back.data_ptr() == segment.view.ctypes.data + message.shared.offset  # no copy
     # Its storage is its own bytes, not the whole segment: pickling or saving it moves only those.
@@ -64,8 +64,8 @@ def test_ids_stay_int64_inside_the_segment_and_rows_built_there_are_not_copied(s
     placed = out.placed_bytes
     message = codec.array_to_proto(rows, out)
     assert out.placed_bytes == placed  # already in the segment: referenced, not copied
-    assert torch.equal(codec.tensor_from_proto(message, shared=shared(segment)), torch.arange(12.0).reshape(4, 3))
-    decoded = codec.ids_from_proto(ids, shared=shared(segment))
+    assert torch.equal(tensor_codec.tensor_from_proto(message, shared=shared(segment)), torch.arange(12.0).reshape(4, 3))
+    decoded = tensor_codec.ids_from_proto(ids, shared=shared(segment))
     assert torch.equal(decoded, torch.tensor([5, 0, 1 << 20]))
     assert decoded.data_ptr() == segment.view.ctypes.data + ids.shared.offset
 
@@ -74,9 +74,9 @@ def test_what_does_not_fit_travels_inline_and_the_needed_size_is_reported() -> N
     small = ReplySegment(256)
     out = writer(small)
     fits, too_big = torch.arange(10.0), torch.arange(100.0)
-    first, second = codec.tensor_to_proto(fits, out), codec.tensor_to_proto(too_big, out)
+    first, second = tensor_codec.tensor_to_proto(fits, out), tensor_codec.tensor_to_proto(too_big, out)
     assert first.HasField("shared") and not second.HasField("shared") and second.data
-    assert torch.equal(codec.tensor_from_proto(second, shared=shared(small)), too_big)
+    assert torch.equal(tensor_codec.tensor_from_proto(second, shared=shared(small)), too_big)
     built_elsewhere = out.empty((100,), np.float32)  # does not fit either
     codec.array_to_proto(built_elsewhere, out)
     use = out.use()
@@ -85,15 +85,15 @@ def test_what_does_not_fit_travels_inline_and_the_needed_size_is_reported() -> N
 
 
 def test_a_slice_without_a_segment_or_outside_it_is_refused(segment: ReplySegment) -> None:
-    message = codec.tensor_to_proto(torch.arange(4.0), writer(segment))
+    message = tensor_codec.tensor_to_proto(torch.arange(4.0), writer(segment))
     with pytest.raises(InvalidRequestError, match="none was offered"):
-        codec.tensor_from_proto(message)
+        tensor_codec.tensor_from_proto(message)
     message.shared.offset = segment.size - 8
     with pytest.raises(InvalidRequestError, match="outside"):
-        codec.tensor_from_proto(message, "rows", shared=shared(segment))
+        tensor_codec.tensor_from_proto(message, "rows", shared=shared(segment))
     message.shared.offset = 2
     with pytest.raises(InvalidRequestError, match="offset 2 .* not a multiple of 4"):
-        codec.tensor_from_proto(message, "rows", shared=shared(segment))
+        tensor_codec.tensor_from_proto(message, "rows", shared=shared(segment))
 
 
 def _altered(segment: ReplySegment, **fields: object) -> graph_pb2.ReplySegment:

@@ -14,6 +14,7 @@ from torch_geometric.sampler import (
 )
 
 from gnnstore.client import sampler_wire
+from gnnstore.client.received_rows import received_rows_from_proto
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.common.sample import Sample
 from gnnstore.proto import graph_pb2, node_rows, sampler_input, sampler_output, sampling_options
@@ -132,16 +133,27 @@ def test_bad_negative_sampling_is_refused() -> None:
 
 
 def test_node_rows_with_a_row_count_off_name_the_node_type_and_attr() -> None:
-    rows = node_rows.NodeRows("paper", torch.tensor([1, 5]), {"x": torch.zeros(3, 4)})
+    rows = node_rows.NodeRows("paper", np.array([1, 5]), {"x": np.zeros((3, 4), np.float32)}, {"x": "float32"})
     message = node_rows.node_rows_to_proto(rows)
     with pytest.raises(InvalidRequestError, match="'paper': attr 'x' has \\[3, 4\\] rows for 2 ids"):
-        node_rows.node_rows_from_proto(message)
+        received_rows_from_proto(message)
 
 
 def test_edge_rows_round_trip_and_are_never_aligned() -> None:
-    rows = node_rows.NodeRows((None, None), torch.tensor([4, 2]), {"edge_attr": torch.ones(2, 3)})
-    back = node_rows.node_rows_from_proto(node_rows.node_rows_to_proto(rows))
+    rows = node_rows.NodeRows((None, None), np.array([4, 2]), {"edge_attr": np.ones((2, 3), np.float32)},
+                              {"edge_attr": "float32"})
+    back = received_rows_from_proto(node_rows.node_rows_to_proto(rows))
     assert back.group == (None, None) and torch.equal(back.rows["edge_attr"], torch.ones(2, 3))
-    aligned = node_rows.NodeRows(("a", "to", "b"), torch.tensor([4]), {"w": torch.ones(2)}, torch.tensor([1]))
+    aligned = node_rows.NodeRows(("a", "to", "b"), np.array([4]), {"w": np.ones(2, np.float32)}, {"w": "float32"},
+                                 np.array([1]))
     with pytest.raises(InvalidRequestError, match="edge rows are never aligned"):
-        node_rows.node_rows_from_proto(node_rows.node_rows_to_proto(aligned))
+        received_rows_from_proto(node_rows.node_rows_to_proto(aligned))
+
+
+def test_bfloat16_rows_travel_as_raw_words_and_arrive_as_bfloat16() -> None:
+    x = torch.randn(3, 5).to(torch.bfloat16)
+    rows = node_rows.NodeRows("paper", np.array([7, 1, 4]), {"x": x.view(torch.int16).numpy().view(np.uint16)},
+                              {"x": "bfloat16"})
+    back = received_rows_from_proto(node_rows.node_rows_to_proto(rows))
+    assert back.rows["x"].dtype == torch.bfloat16 and torch.equal(back.rows["x"], x)
+    assert back.ids.tolist() == [7, 1, 4]

@@ -246,7 +246,7 @@ class FeatureStoreContract:
         assert_unchanged(store, before)
 
     @pytest.mark.parametrize("bad, fragment", [
-        (torch.zeros(2, 3, dtype=torch.float64), "holds torch.float32, got torch.float64"),
+        (torch.zeros(2, 3, dtype=torch.float64), "holds float32, got float64"),
         (torch.zeros(2, 4), r"rows of shape \[3\], got a tensor of shape \[2, 4\]"),
         (torch.zeros(3, 3), "index selects 2 rows but the tensor has 3"),
     ], ids=["dtype", "row-shape", "row-count"])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from pyg_views import features_of, graph_of
 
 from gnnstore.common.errors import PreconditionError
 from gnnstore.stores import EdgeFileGraphStore, EmbeddedGraphStore, open_stores
@@ -20,8 +21,8 @@ DB = DEFAULT_ENGINE.file_name
 def test_writer_creates_then_reader_reopens(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with open_stores(data_dir) as stores:
-        stores.feature_store.put_tensor(torch.ones(3, 2), group_name="paper", attr_name="x", index=None)
-        stores.graph_store.put_edge_index((torch.tensor([0, 1]), torch.tensor([2, 0])),
+        features_of(stores).put_tensor(torch.ones(3, 2), group_name="paper", attr_name="x", index=None)
+        graph_of(stores).put_edge_index((torch.tensor([0, 1]), torch.tensor([2, 0])),
                                           ("paper", "cites", "paper"), "coo", size=(3, 3))
         stores.id_map.map_keys("paper", ["a", "b", "c"])
     assert {"features", DB, "idmap", GRAPH_ENGINE} <= {p.name for p in data_dir.iterdir()}
@@ -30,8 +31,8 @@ def test_writer_creates_then_reader_reopens(tmp_path: Path) -> None:
     }
     assert graph_kind(data_dir) == DEFAULT_ENGINE.name
     with open_stores(data_dir, read_only=True) as stores:
-        assert torch.equal(stores.feature_store.get_tensor("paper", "x", None), torch.ones(3, 2))
-        assert stores.graph_store.get_all_edge_attrs()[0].size == (3, 3)
+        assert torch.equal(features_of(stores).get_tensor("paper", "x", None), torch.ones(3, 2))
+        assert graph_of(stores).get_all_edge_attrs()[0].size == (3, 3)
         assert stores.id_map.to_ids("paper", ["c"]).tolist() == [2]
 
 
@@ -40,12 +41,12 @@ def test_a_graph_created_as_edge_files_stays_edge_files(tmp_path: Path) -> None:
     assert missing_parts(data_dir) == [GRAPH, "features", "idmap"]
     with open_stores(data_dir, edge_files=True) as stores:
         assert isinstance(stores.graph_store, EdgeFileGraphStore)
-        stores.graph_store.put_edge_index((torch.tensor([0, 1]), torch.tensor([2, 0])), None, "coo", size=(3, 3))
+        graph_of(stores).put_edge_index((torch.tensor([0, 1]), torch.tensor([2, 0])), None, "coo", size=(3, 3))
     assert (data_dir / GRAPH_EDGES).is_dir() and not (data_dir / DB).exists()
     assert missing_parts(data_dir) == []
     with open_stores(data_dir, read_only=True) as stores:  # no flag needed to find them again
         assert isinstance(stores.graph_store, EdgeFileGraphStore)
-        assert stores.graph_store.get_all_edge_attrs()[0].size == (3, 3)
+        assert graph_of(stores).get_all_edge_attrs()[0].size == (3, 3)
     db_dir = tmp_path / "db"
     open_stores(db_dir).close()
     with open_stores(db_dir, edge_files=True) as stores:  # a directory keeps the kind it has
@@ -99,14 +100,14 @@ def test_graph_store_kept_elsewhere(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     edges = (torch.tensor([0, 1]), torch.tensor([1, 0]))
     with open_stores(data_dir, graph_store=EmbeddedGraphStore(tmp_path / "elsewhere.lbug")) as stores:
-        stores.graph_store.put_edge_index(edges, None, "coo", size=(2, 2))
+        graph_of(stores).put_edge_index(edges, None, "coo", size=(2, 2))
         stores.id_map.map_keys(None, ["a", "b"])
     assert sorted(p.name for p in data_dir.iterdir()) == ["features", "idmap"]
     graph = EmbeddedGraphStore(tmp_path / "elsewhere.lbug", read_only=True)
     with open_stores(data_dir, read_only=True, graph_store=graph) as stores:
         assert stores.graph_store is graph
         assert stores.id_map.to_ids(None, ["b"]).tolist() == [1]
-        assert torch.equal(torch.stack(stores.graph_store.get_edge_index(None, "coo")), torch.stack(edges))
+        assert torch.equal(torch.stack(graph_of(stores).get_edge_index(None, "coo")), torch.stack(edges))
 
 
 def test_graph_store_kept_elsewhere_is_closed_when_the_directory_is_refused(tmp_path: Path) -> None:

@@ -20,46 +20,56 @@ import warm_launcher
 from graph_store_contract import HETERO, GraphStoreContract, random_coo, stored_edges
 
 from gnnstore.common.errors import PreconditionError
-from gnnstore.stores.base import BaseGraphStore
 from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore
 from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore
 from gnnstore.stores.graph_engines import DEFAULT_ENGINE, engine_named
+from gnnstore.stores.pyg_graph_store import PyGGraphStore
 
 ENGINE = engine_named(os.environ.get("GNNSTORE_TEST_ENGINE", DEFAULT_ENGINE.name))
 
 
-class OnTheEngine(EmbeddedGraphStore):
-    """The embedded database store on the engine under test (a class, for the tests that start
-    a process and name the store they open there)."""
+class OnTheEngine(PyGGraphStore):
+    """PyG's API over the embedded database store on the engine under test (a class, for the
+    tests that start a process and name the store they open there)."""
 
     def __init__(self, path: str | os.PathLike, *, read_only: bool = False) -> None:
-        super().__init__(path, engine=ENGINE, read_only=read_only)
+        super().__init__(EmbeddedGraphStore(path, engine=ENGINE, read_only=read_only))
 
 
-def _in_child(kind: type[BaseGraphStore]) -> str:
+class EdgeFiles(PyGGraphStore):
+    """PyG's API over the edge-file store."""
+
+    def __init__(self, path: str | os.PathLike, *, read_only: bool = False) -> None:
+        super().__init__(EdgeFileGraphStore(path, read_only=read_only))
+
+
+def _in_child(kind: type[PyGGraphStore]) -> str:
     """Source that makes ``Store`` the store class ``kind`` stands for, in a child process."""
     if kind is OnTheEngine:
-        return ("import functools\nfrom gnnstore.stores.embedded_graph_store import EmbeddedGraphStore\n"
-                f"Store = functools.partial(EmbeddedGraphStore, engine={ENGINE.name!r})\n")
-    return f"from {kind.__module__} import {kind.__name__} as Store\n"
+        made = f"EmbeddedGraphStore(path, engine={ENGINE.name!r}, **kw)"
+        source = "from gnnstore.stores.embedded_graph_store import EmbeddedGraphStore\n"
+    else:
+        made, source = "EdgeFileGraphStore(path, **kw)", "from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore\n"
+    return (source + "from gnnstore.stores.pyg_graph_store import PyGGraphStore\n"
+            f"def Store(path, **kw):\n    return PyGGraphStore({made})\n")
 
 
-EMBEDDED = pytest.mark.parametrize("kind", [OnTheEngine, EdgeFileGraphStore], ids=[ENGINE.name, "edge-files"])
+EMBEDDED = pytest.mark.parametrize("kind", [OnTheEngine, EdgeFiles], ids=[ENGINE.name, "edge-files"])
 
 
 class TestEmbeddedGraphStore(GraphStoreContract):
-    def make_store(self, tmp_path: Path) -> EmbeddedGraphStore:
+    def make_store(self, tmp_path: Path) -> PyGGraphStore:
         return OnTheEngine(tmp_path / ENGINE.file_name)
 
 
 class TestEdgeFileGraphStore(GraphStoreContract):
-    def make_store(self, tmp_path: Path) -> EdgeFileGraphStore:
-        return EdgeFileGraphStore(tmp_path / "graph.edges")
+    def make_store(self, tmp_path: Path) -> PyGGraphStore:
+        return EdgeFiles(tmp_path / "graph.edges")
 
 
 def test_streaming_pages_hold_edge_id_order(tmp_path: Path) -> None:
     with OnTheEngine(tmp_path / ENGINE.file_name) as store:
-        store.page_edges = 64  # force several paged range queries
+        store.store.page_edges = 64  # force several paged range queries
         row, col = random_coo(50, 50, 1000)
         store.put_edge_index((row, col), None, "coo", size=(50, 50))
         chunks = list(store.iter_edge_index(None, chunk_size=30))
@@ -69,7 +79,7 @@ def test_streaming_pages_hold_edge_id_order(tmp_path: Path) -> None:
 
 
 @EMBEDDED
-def test_reopen_in_a_new_process_gives_the_same_edges(tmp_path: Path, kind: type[BaseGraphStore]) -> None:
+def test_reopen_in_a_new_process_gives_the_same_edges(tmp_path: Path, kind: type[PyGGraphStore]) -> None:
     path = tmp_path / "graph"
     with kind(path) as store:
         for i, (et, size) in enumerate(HETERO.items()):
@@ -98,7 +108,7 @@ def test_reopen_in_a_new_process_gives_the_same_edges(tmp_path: Path, kind: type
 
 
 @EMBEDDED
-def test_read_only_refuses_writes(tmp_path: Path, kind: type[BaseGraphStore]) -> None:
+def test_read_only_refuses_writes(tmp_path: Path, kind: type[PyGGraphStore]) -> None:
     path = tmp_path / "graph"
     with kind(path) as store:
         store.put_edge_index(random_coo(3, 3, 4), None, "coo", size=(3, 3))
@@ -124,7 +134,7 @@ while True:
 
 
 @EMBEDDED
-def test_killed_writer_leaves_a_whole_previous_state(tmp_path: Path, kind: type[BaseGraphStore]) -> None:
+def test_killed_writer_leaves_a_whole_previous_state(tmp_path: Path, kind: type[PyGGraphStore]) -> None:
     path = tmp_path / "graph"
     with kind(path) as store:
         store.put_edge_index((torch.zeros(5, dtype=torch.long), torch.arange(5)), ("a", "r", "b"),
@@ -152,31 +162,31 @@ def test_rel_table_of_an_unfinished_put_is_dropped_on_writable_open(tmp_path: Pa
     with OnTheEngine(path) as store:
         store.put_edge_index((torch.zeros(3, dtype=torch.long), torch.arange(3)), ("a", "r", "b"),
                              "coo")
-        (named,) = store._table_names("REL")
-        node_tables = sorted(store._table_names("NODE") - {"gnnstore_meta"})
+        (named,) = store.store._table_names("REL")
+        node_tables = sorted(store.store._table_names("NODE") - {"gnnstore_meta"})
     db = ENGINE.module().Database(str(path))  # what a put killed after its COPY transaction leaves behind
     conn = ENGINE.module().Connection(db)
     conn.execute(f"CREATE REL TABLE r99_r(FROM {node_tables[0]} TO {node_tables[1]}, e_id INT64)")
     conn.close()
     db.close()
     with OnTheEngine(path, read_only=True) as store:
-        assert store._table_names("REL") == {named, "r99_r"}  # a reader changes nothing
+        assert store.store._table_names("REL") == {named, "r99_r"}  # a reader changes nothing
     with OnTheEngine(path) as store:
-        assert store._table_names("REL") == {named}
+        assert store.store._table_names("REL") == {named}
         row, col = store.get_edge_index(("a", "r", "b"), "coo")
         assert row.tolist() == [0, 0, 0] and col.tolist() == [0, 1, 2]
 
 
 def test_edge_files_of_an_unfinished_put_are_removed_on_writable_open(tmp_path: Path) -> None:
     path = tmp_path / "graph.edges"
-    with EdgeFileGraphStore(path) as store:
+    with EdgeFiles(path) as store:
         store.put_edge_index((torch.zeros(3, dtype=torch.long), torch.arange(3)), ("a", "r", "b"), "coo")
         named = sorted(p.name for p in path.glob("e*.npy"))
     for side in ("row", "col"):  # what a put killed before its switch leaves behind
         (path / f"e99.{side}.npy").write_bytes(b"partial")
-    with EdgeFileGraphStore(path, read_only=True) as store:
+    with EdgeFiles(path, read_only=True) as store:
         assert len(list(path.glob("e*.npy"))) == 4  # a reader changes nothing
-    with EdgeFileGraphStore(path) as store:
+    with EdgeFiles(path) as store:
         assert sorted(p.name for p in path.glob("e*.npy")) == named
         row, col = store.get_edge_index(("a", "r", "b"), "coo")
         assert row.tolist() == [0, 0, 0] and col.tolist() == [0, 1, 2]
@@ -184,22 +194,22 @@ def test_edge_files_of_an_unfinished_put_are_removed_on_writable_open(tmp_path: 
 
 def test_edge_files_take_one_writer_at_a_time(tmp_path: Path) -> None:
     path = tmp_path / "graph.edges"
-    with EdgeFileGraphStore(path) as store:
+    with EdgeFiles(path) as store:
         store.put_edge_index(random_coo(4, 4, 10), None, "coo", size=(4, 4))
         code = f"from gnnstore.stores.edge_file_graph_store import EdgeFileGraphStore as S\nS({str(path)!r})"
         other = warm_launcher.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert other.returncode != 0 and "open for writing by another process" in other.stderr
-        with EdgeFileGraphStore(path, read_only=True) as reader:  # readers need no lock
+        with EdgeFiles(path, read_only=True) as reader:  # readers need no lock
             assert reader.version() == store.version()
-    with EdgeFileGraphStore(path) as store:  # closing let go of the lock
+    with EdgeFiles(path) as store:  # closing let go of the lock
         assert len(store.get_all_edge_attrs()) == 1
 
 
 def test_replaced_edge_files_go_and_a_reader_keeps_its_version(tmp_path: Path) -> None:
     path = tmp_path / "graph.edges"
-    with EdgeFileGraphStore(path) as store:
+    with EdgeFiles(path) as store:
         store.put_edge_index(random_coo(5, 5, 30, seed=1), None, "coo", size=(5, 5))
-        reader = EdgeFileGraphStore(path, read_only=True)
+        reader = EdgeFiles(path, read_only=True)
         chunks = reader.iter_edge_index(None, 10)
         first = next(chunks)
         store.put_edge_index(random_coo(5, 5, 40, seed=2), None, "coo", size=(5, 5))
@@ -213,10 +223,10 @@ def test_replaced_edge_files_go_and_a_reader_keeps_its_version(tmp_path: Path) -
 def test_edge_files_take_puts_from_several_threads_at_once(tmp_path: Path) -> None:
     path = tmp_path / "graph.edges"
     edges = {("n", f"r{i}", "n"): random_coo(20, 20, 100 + i, seed=i) for i in range(8)}
-    with EdgeFileGraphStore(path) as store, ThreadPoolExecutor(8) as pool:
+    with EdgeFiles(path) as store, ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda item: store.put_edge_index(item[1], item[0], "coo", size=(20, 20)), edges.items()))
         assert store.version().endswith("-8")  # every put switched once
-    with EdgeFileGraphStore(path, read_only=True) as store:
+    with EdgeFiles(path, read_only=True) as store:
         assert {attr.edge_type for attr in store.get_all_edge_attrs()} == set(edges)
         for edge_type, (row, col) in edges.items():
             got = store.get_edge_index(edge_type, "coo")
@@ -226,25 +236,25 @@ def test_edge_files_take_puts_from_several_threads_at_once(tmp_path: Path) -> No
 
 def test_damaged_edge_files_are_named_not_read(tmp_path: Path) -> None:
     path = tmp_path / "graph.edges"
-    with EdgeFileGraphStore(path) as store:
+    with EdgeFiles(path) as store:
         store.put_edge_index(random_coo(5, 5, 30), None, "coo", size=(5, 5))
     (row_file,) = path.glob("e*.row.npy")
     row_file.write_bytes(row_file.read_bytes()[:-8])  # one edge short
-    with EdgeFileGraphStore(path, read_only=True) as store:
+    with EdgeFiles(path, read_only=True) as store:
         with pytest.raises(PreconditionError, match=r"the edge files e\d+\.\* are damaged"):
             list(store.iter_edge_index(None))
     (path / "meta.json").write_text("{not json")
     with pytest.raises(PreconditionError, match="meta.json is unreadable"):
-        EdgeFileGraphStore(path, read_only=True)
+        EdgeFiles(path, read_only=True)
 
 
 def test_a_reader_whose_edge_files_were_replaced_is_told_to_open_again(tmp_path: Path) -> None:
     path = tmp_path / "graph.edges"
-    with EdgeFileGraphStore(path) as store:
+    with EdgeFiles(path) as store:
         store.put_edge_index(random_coo(5, 5, 30), None, "coo", size=(5, 5))
-        with EdgeFileGraphStore(path, read_only=True) as reader:
+        with EdgeFiles(path, read_only=True) as reader:
             store.put_edge_index(random_coo(5, 5, 40), None, "coo", size=(5, 5))
             with pytest.raises(PreconditionError, match="are gone: a writer replaced them; open the store again"):
                 reader.get_edge_index(None, "coo")
-        with EdgeFileGraphStore(path, read_only=True) as reader:
+        with EdgeFiles(path, read_only=True) as reader:
             assert reader.get_edge_index(None, "coo")[0].numel() == 40

@@ -30,9 +30,9 @@ import hashlib, sys
 from gnnstore.stores.data_dir import open_stores
 with open_stores(sys.argv[1], read_only=True) as stores:
     graph, digest = stores.graph_store, hashlib.sha256()
-    for attr in sorted(graph.get_all_edge_attrs(), key=lambda a: repr(a.edge_type)):
-        for tensor in graph.get_edge_index(attr.edge_type, attr.layout):
-            digest.update(tensor.numpy().tobytes())
+    for attr in sorted(graph.edge_attrs(), key=lambda a: repr(a.edge_type)):
+        for array in graph.edge_index(attr.edge_type, attr.layout):
+            digest.update(array.tobytes())
     print(graph.engine.name, graph.version(), digest.hexdigest(), stores.id_map.num_nodes("paper"))
 """
 
@@ -44,9 +44,9 @@ with open_stores(sys.argv[1], engine="kuzu") as stores:
     g = torch.Generator().manual_seed(0)
     for rel, n in (("cites", int(sys.argv[2])), ("refs", 500)):
         edges = (torch.randint(0, 4000, (n,), generator=g), torch.randint(0, 4000, (n,), generator=g))
-        stores.graph_store.put_edge_index(edges, ("paper", rel, "paper"), "coo", size=(4000, 4000))
+        stores.graph_store.put_edges(edges, ("paper", rel, "paper"), "coo", (4000, 4000))
     csr = (torch.arange(4001), torch.randint(0, 4000, (4000,), generator=g))
-    stores.graph_store.put_edge_index(csr, ("paper", "refs", "paper"), "csr", size=(4000, 4000))
+    stores.graph_store.put_edges(csr, ("paper", "refs", "paper"), "csr", (4000, 4000))
     stores.id_map.identity("paper", 4000)
 """
 

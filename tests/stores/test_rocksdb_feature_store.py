@@ -17,7 +17,7 @@ from feature_store_contract import FeatureStoreContract, sample_tensor
 
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.errors import PreconditionError
-from gnnstore.stores import rocksdb_feature_store
+from gnnstore.stores import rocksdb_rows
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 
 
@@ -61,7 +61,7 @@ def test_reopen_in_a_new_process_is_bit_identical(tmp_path: Path) -> None:
 
 def test_a_whole_put_written_in_chunks_reads_back_every_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     chunk = 5000  # rows of three int32 a chunk, over _SST_MIN_ROWS in all
-    monkeypatch.setattr(rocksdb_feature_store, "_SST_CHUNK_BYTES", chunk * 12)
+    monkeypatch.setattr(rocksdb_rows, "_SST_CHUNK_BYTES", chunk * 12)
     rows = torch.randint(-2**31, 2**31, (2 * chunk + 5, 3), dtype=torch.int32)
     with RocksDBFeatureStore(tmp_path / "features") as store:
         store.put_tensor(rows.t().contiguous().t(), group_name="edge", attr_name="w", index=None)  # column-major
