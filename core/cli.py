@@ -15,6 +15,9 @@ import click
 from gnnstore import __version__
 from gnnstore.common.errors import CommandInputError, GnnStoreError
 
+TRAIN_MODULES = ("torch", "torch_geometric", "matplotlib")
+"""What the `train` extra installs: the trainer's side, ingest and the demo need it; `serve` does not."""
+
 COMMANDS = {  # name -> (module:attribute, the one line `gnnstore --help` shows)
     "ingest": ("gnnstore.ingest.cli:ingest_command", "Load a graph into the stores."),
     "attach": ("gnnstore.ingest.cli:attach_command", "Serve a graph kept in another database, in its own schema."),
@@ -82,3 +85,9 @@ def main() -> None:
     except GnnStoreError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2 if isinstance(exc, CommandInputError) else 1)
+    except ModuleNotFoundError as exc:
+        if exc.name not in TRAIN_MODULES:
+            raise
+        click.echo(f"error: this command needs {exc.name}, which a server install leaves out: "
+                   "pip install 'gnnstore[train]' (or use the gnnstore-tools image)", err=True)
+        sys.exit(2)

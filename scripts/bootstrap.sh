@@ -3,7 +3,7 @@
 #   $GNNSTORE_CACHE/venv   the virtual environment (torch, PyG, LadybugDB, rocksdict, gRPC, ...)
 # GNNSTORE_CACHE defaults to ~/.cache/gnnstore. Prints the venv's python on its last line.
 # GNNSTORE_EXTRAS names the extras to install (default: test, everything the suite uses);
-# `make demo` passes none: the demo needs only the package. A venv with the test extra serves both.
+# `make demo` passes train (torch and PyG for the trainer). A venv with the test extra serves both.
 # The test server's Neo4j jars are the test command's (scripts/test.sh): the demo needs none.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

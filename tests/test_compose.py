@@ -29,7 +29,9 @@ from gnnstore.client.admin import server_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGES = ("python:3.11-slim", "neo4j:5.26-community")
-IMAGE = "gnnstore:compose-test"
+IMAGE = "gnnstore:compose-test"  # the server
+TOOLS_IMAGE = "gnnstore-tools:compose-test"  # the server's plus torch and PyG: ingest, trainers
+SERVER_IMAGE_LIMIT = 1.5 * 2**30
 PROJECT = f"gnnstore-test-{os.getpid()}"
 # pytest-timeout counts the fixture too. On a fresh machine that is a wait for the Docker
 # engine's setup, which `.ci/run` starts beside the install (a few minutes), and the image build
@@ -88,14 +90,17 @@ def compose_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     if reason is not None:
         pytest.skip(reason)
     started = time.perf_counter()
-    built = _run("docker", "build", "-f", "docker/Dockerfile", "--build-arg", f"TORCH_INDEX={_torch_index()}",
-                 "-t", IMAGE, ".", timeout=1800)
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    print(f"image built in {time.perf_counter() - started:.0f} s")
+    for target, tag in (("server", IMAGE), ("tools", TOOLS_IMAGE)):
+        built = _run("docker", "build", "-f", "docker/Dockerfile", "--build-arg", f"TORCH_INDEX={_torch_index()}",
+                     "--target", target, "-t", tag, ".", timeout=1800)
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    print(f"images built in {time.perf_counter() - started:.0f} s")
+    _check_the_server_image_has_no_torch()
     # Hex, never a leading '-': Neo4j's entrypoint would read such a password as an option.
     token = secrets.token_hex(24)
     admin = secrets.token_hex(24)
-    env = {**os.environ, "GNNSTORE_IMAGE": IMAGE, "GNNSTORE_NEO4J_PASSWORD": secrets.token_hex(12),
+    env = {**os.environ, "GNNSTORE_IMAGE": IMAGE, "GNNSTORE_TOOLS_IMAGE": TOOLS_IMAGE,
+           "GNNSTORE_NEO4J_PASSWORD": secrets.token_hex(12),
            "GNNSTORE_AUTH_TOKENS": f"{token} reader compose-test,{admin} admin compose-admin",
            "GNNSTORE_PUBLISH_PORT": str(free_port()), "GNNSTORE_PUBLISH_DATA_PORT": str(free_port()),
            "COMPOSE_PROJECT_NAME": PROJECT, "TEST_TOKEN": token, "TEST_ADMIN_TOKEN": admin}
@@ -103,6 +108,17 @@ def compose_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         yield env
     finally:
         _run("docker", "compose", "--profile", "replicas", "down", "-v", "--timeout", "20", env=env, timeout=300)
+
+
+def _check_the_server_image_has_no_torch() -> None:
+    """The server image holds neither torch nor PyG, and stays within its size budget."""
+    size = int(_run("docker", "image", "inspect", "-f", "{{.Size}}", IMAGE).stdout)
+    tools = int(_run("docker", "image", "inspect", "-f", "{{.Size}}", TOOLS_IMAGE).stdout)
+    print(f"server image {size / 2**30:.2f} GiB, tools image {tools / 2**30:.2f} GiB")
+    assert size <= SERVER_IMAGE_LIMIT, f"the server image is {size / 2**30:.2f} GiB, over 1.5 GiB"
+    probe = "import importlib.util as u; print([m for m in ('torch', 'torch_geometric') if u.find_spec(m)])"
+    found = _run("docker", "run", "--rm", "--entrypoint", "python", IMAGE, "-c", probe, timeout=120)
+    assert found.returncode == 0 and found.stdout.strip() == "[]", found.stdout + found.stderr[-2000:]
 
 
 def _up(env: dict[str, str]) -> float:
@@ -235,7 +251,8 @@ def _replicas_serve_a_trainer_and_one_killed_mid_epoch_costs_no_batch(env: dict[
     answered = [requests_made(s, SAMPLE, token=env["TEST_ADMIN_TOKEN"]) - a for s, a in zip(servers, answered)]
     assert all(answered), answered  # every server took a share
     answered = [requests_made(r, SAMPLE, token=env["TEST_ADMIN_TOKEN"]) for r in replicas]
-    inside = _run("docker", "compose", "--profile", "replicas", "run", "--rm", "--no-deps", "-T", "replica",
+    # A trainer inside the compose network: the tools image (the server's has no torch), as ingest runs it.
+    inside = _run("docker", "compose", "--profile", "replicas", "run", "--rm", "--no-deps", "-T", "ingest",
                   "python", "-c", _EPOCH_THROUGH_ONE_NAME, env["TEST_TOKEN"], env=env, timeout=600)
     assert inside.returncode == 0, inside.stderr[-3000:]
     assert inside.stdout.split() == [_digest(b) for b in reference], "an epoch through dns:///replica differs"

@@ -133,10 +133,33 @@ def test_gnnstore_publishes_its_ports_on_this_hosts_loopback_and_needs_tokens() 
     assert expose == [f"{env['GNNSTORE_PORT']} {env['GNNSTORE_DATA_PORT']}"]
 
 
-def test_both_gnnstore_services_build_the_dockerfile() -> None:
-    build = SERVICES["ingest"]["build"]
-    assert (ROOT / build["context"] / build["dockerfile"]).resolve() == ROOT / "docker" / "Dockerfile"
-    assert SERVICES["gnnstore"]["image"] == SERVICES["ingest"]["image"]
+def test_the_server_and_the_tools_images_build_from_the_dockerfile() -> None:
+    stages = [args.split()[-1] for args in instructions("FROM") if " AS " in args]
+    for service, target in (("gnnstore", "server"), ("ingest", "tools")):
+        build = SERVICES[service]["build"]
+        assert (ROOT / build["context"] / build["dockerfile"]).resolve() == ROOT / "docker" / "Dockerfile"
+        assert build["target"] == target and target in stages
+    assert SERVICES["gnnstore"]["image"] != SERVICES["ingest"]["image"]
+    assert instructions("FROM")[-1] == "server"  # a plain `docker build` makes the server
+
+
+def test_the_server_image_installs_no_torch() -> None:
+    server = [args for instr, args in _stage("server") if instr == "RUN"]
+    deps = [args for instr, args in _stage("deps") if instr == "RUN"]
+    assert any("p['dependencies']" in run for run in deps) and not any("train" in run for run in deps + server)
+    tools = [args for instr, args in _stage("tools-deps") if instr == "RUN"]
+    assert any("['train']" in run for run in tools)
+
+
+def _stage(name: str) -> list[tuple[str, str]]:
+    """The instructions of one build stage (from its FROM to the next)."""
+    found, stage = [], None
+    for instr, args in dockerfile():
+        if instr == "FROM":
+            stage = args.split()[-1] if " AS " in args else None
+        elif stage == name:
+            found.append((instr, args))
+    return found
 
 
 @pytest.mark.parametrize("service", ["gnnstore", "ingest"])
@@ -162,12 +185,13 @@ def test_ingest_loads_the_graph_into_the_neo4j_the_server_reads() -> None:
 
 
 def test_dockerfile_base_user_install_and_command() -> None:
-    assert instructions("FROM") == ["python:3.11-slim"]
-    (user,) = instructions("USER")
-    assert user not in ("root", "0")
-    assert any("useradd" in run and user in run for run in instructions("RUN"))
-    assert "pip install --no-deps ." in instructions("RUN")
-    (cmd,) = instructions("CMD")
+    assert instructions("FROM")[0] == "python:3.11-slim AS deps"
+    for stage in ("server", "tools"):
+        (user,) = [args for instr, args in _stage(stage) if instr == "USER"]
+        assert user not in ("root", "0")
+        assert any("useradd" in run and user in run for run in instructions("RUN"))
+        assert ("RUN", "pip install --no-deps .") in _stage(stage)
+    (cmd,) = [args for instr, args in _stage("server") if instr == "CMD"]
     assert exec_form(cmd) == ["gnnstore", "serve"]
     assert_runs_a_real_command(exec_form(cmd))
     env = " ".join(instructions("ENV"))
@@ -194,6 +218,8 @@ def test_dockerfile_installs_the_dependencies_and_the_neo4j_and_kuzu_extras_befo
 def test_dockerfile_copies_files_that_exist_and_every_package_folder() -> None:
     copied = []
     for args in instructions("COPY"):
+        if args.startswith("--from="):
+            continue  # another stage's files
         *sources, _ = shlex.split(args)
         for source in sources:
             assert (ROOT / source).exists(), f"COPY {source}: no such file in the repository"
