@@ -171,7 +171,7 @@ def _loader(phase: Phase, seeds: Tensor) -> tuple[object, object | None]:
     else:
         fs, gs = connect(phase.address, **phase.connection(), wire_dtype=phase.wire_dtype or None)
         cache_bytes = int(phase.cache_fraction * sum(
-            s.dtype.itemsize * int(np.prod(s.shape)) for s in fs.schema()
+            s.row_bytes * s.shape[0] for s in fs.schema()
         ))
         if cache_bytes:
             fs.connection.close()

@@ -27,7 +27,6 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import psutil
 import torch
 import torch_geometric.loader.node_loader as node_loader
@@ -116,7 +115,7 @@ def main() -> None:
             ingest_graph(graph, stores)
         with ServerProcess(Path(folder) / "data", log=Path(folder) / "server.log") as server:
             fs, _ = connect(server.address, shared_memory=False)
-            cache_bytes = int(0.2 * sum(s.dtype.itemsize * int(np.prod(s.shape)) for s in fs.schema()))
+            cache_bytes = int(0.2 * sum(s.row_bytes * s.shape[0] for s in fs.schema()))
             fs.connection.close()
             fs, gs = connect(server.address, cache_bytes=cache_bytes, cache_policy="static", shared_memory=False)
             remote = Prefetcher(NodeLoader((fs, gs), node_sampler=RemoteNeighborSampler(fs, [15, 10], feature_store=fs),

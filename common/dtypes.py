@@ -2,12 +2,13 @@
 
 A dtype is named as torch and the wire name it (``"float32"``, ``"bfloat16"``); the server keeps
 and moves rows as numpy arrays of ``storage_dtype(name)``: the dtype itself, or for
-``bfloat16``, which numpy lacks, its raw 16-bit words. ``rounded`` narrows float rows to a
+``bfloat16``, which numpy lacks, its raw 16-bit words. ``round_into`` narrows float rows to a
 16-bit float the way torch's ``Tensor.to`` does, so rows sent narrowed match the trainer's own
 conversion bit for bit.
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from gnnstore.common.errors import InvalidRequestError
@@ -44,14 +45,23 @@ def computable(rows: np.ndarray, name: str) -> np.ndarray:
     return (rows.astype(np.uint32) << 16).view(np.float32)
 
 
-def rounded(rows: np.ndarray, name: str) -> np.ndarray:
-    """Float rows (float32 or float64) as ``name`` (``float16``, or ``bfloat16`` as raw words),
-    each value rounded to nearest even as torch rounds it (float64 through float32 first)."""
+def round_into(rows: np.ndarray, out: np.ndarray, name: str) -> None:
+    """Write float rows (float32 or float64) into ``out``, a contiguous array of ``name``'s
+    storage (``float16``, or ``bfloat16`` as raw words) of their shape, each value rounded to
+    nearest even as torch rounds it (float64 through float32 first), in one pass."""
     with np.errstate(over="ignore"):  # beyond a narrower float's range is infinity, as in torch
         wide = np.ascontiguousarray(rows, dtype=np.float32)
         if name == "float16":
-            return wide.astype(np.float16)
-    bits = wide.view(np.uint32)
-    words = ((bits + (0x7FFF + ((bits >> 16) & 1))) >> 16).astype(np.uint16)
-    words[np.isnan(wide)] = 0x7FC0  # as torch's scalar conversion (rounding could carry a NaN into infinity)
-    return words
+            out[...] = wide
+        else:
+            _bfloat16_words(wide.reshape(-1).view(np.uint32), out.reshape(-1))
+
+
+@numba.njit(cache=True, nogil=True)
+def _bfloat16_words(bits: np.ndarray, words: np.ndarray) -> None:
+    for i in range(bits.shape[0]):
+        b = bits[i]
+        if b & 0x7FFFFFFF > 0x7F800000:  # a NaN: torch's quiet NaN (rounding could carry it into infinity)
+            words[i] = 0x7FC0
+        else:
+            words[i] = (b + 0x7FFF + ((b >> 16) & 1)) >> 16

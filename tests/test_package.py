@@ -67,24 +67,33 @@ def test_serving_needs_no_neo4j_driver(tmp_path: Path) -> None:
     """The driver is the neo4j extra's: a server of an embedded graph started without it (a base
     install) used to fail importing it."""
     data_dir = ingest(generate_graph(300, 4.0, 8, 3, seed=1), tmp_path / "data")
-    blocked = ("import sys; sys.modules['neo4j'] = None; from gnnstore.cli import main; "
-               f"sys.argv = ['gnnstore', 'serve', '--data-dir', {str(data_dir)!r}, '--port', '0']; main()")
-    proc = subprocess.Popen([sys.executable, "-c", blocked], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        why = proc.stderr.read() if proc.poll() is not None else line
-        assert line.startswith("gnnstore serving on 127.0.0.1:"), why
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    _assert_serves_without(["neo4j"], data_dir)
 
 
 def test_a_server_install_serves_and_the_tools_ask_for_the_train_extra(tmp_path: Path) -> None:
     """`pip install gnnstore` has no torch or PyG: `serve` runs without them, and a command that
     needs them (ingest) says which extra brings them, in one line."""
     data_dir = ingest(generate_graph(300, 4.0, 8, 3, seed=1), tmp_path / "data")
-    without = "import sys; sys.modules.update(torch=None, torch_geometric=None); from gnnstore.cli import main; "
-    serve = without + f"sys.argv = ['gnnstore', 'serve', '--data-dir', {str(data_dir)!r}, '--port', '0']; main()"
+    _assert_serves_without(["torch", "torch_geometric"], data_dir)
+    generate = _without(["torch", "torch_geometric"], ["ingest", "generate", "--nodes", "50", "--data-dir",
+                                                      str(tmp_path / "other")])
+    refused = subprocess.run([sys.executable, "-c", generate], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert refused.stderr.strip().splitlines() == [
+        "error: this command needs torch, which a server install leaves out: pip install 'gnnstore[train]' "
+        "(or use the gnnstore-tools image)"
+    ]
+
+
+def _without(modules: list[str], argv: list[str]) -> str:
+    """Python source running ``gnnstore *argv`` as if ``modules`` were not installed."""
+    return (f"import sys; sys.modules.update(dict.fromkeys({modules!r})); from gnnstore.cli import main; "
+            f"sys.argv = ['gnnstore', *{argv!r}]; main()")
+
+
+def _assert_serves_without(modules: list[str], data_dir: Path) -> None:
+    """``gnnstore serve`` over ``data_dir`` starts serving as if ``modules`` were not installed."""
+    serve = _without(modules, ["serve", "--data-dir", str(data_dir), "--port", "0"])
     proc = subprocess.Popen([sys.executable, "-c", serve], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
@@ -93,11 +102,3 @@ def test_a_server_install_serves_and_the_tools_ask_for_the_train_extra(tmp_path:
     finally:
         proc.terminate()
         proc.wait(timeout=60)
-    generate = without + (f"sys.argv = ['gnnstore', 'ingest', 'generate', '--nodes', '50', '--data-dir', "
-                          f"{str(tmp_path / 'other')!r}]; main()")
-    refused = subprocess.run([sys.executable, "-c", generate], capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 2, refused.stderr[-3000:]
-    assert refused.stderr.strip().splitlines() == [
-        "error: this command needs torch, which a server install leaves out: pip install 'gnnstore[train]' "
-        "(or use the gnnstore-tools image)"
-    ]

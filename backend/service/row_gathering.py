@@ -20,7 +20,7 @@ from gnnstore.backend.service.served_graph import SampledVersion
 from gnnstore.common.allocate import Allocate
 from gnnstore.common.cpu_prefetch import prefetch
 from gnnstore.common.distinct import distinct_in_order
-from gnnstore.common.dtypes import rounded
+from gnnstore.common.dtypes import round_into
 from gnnstore.common.errors import InvalidRequestError, ResourceExhaustedError
 from gnnstore.common.graph_types import NodeType, describe, edge_group_of, edge_type_of_group, is_edge_group
 from gnnstore.common.sample import Sample
@@ -123,7 +123,7 @@ class RowGatherer:
         for i in narrow:
             wide = out[i]
             out[i] = allocated(empty, wide.shape, wire[i])
-            out[i][...] = rounded(wide, wire[i])
+            round_into(wide, out[i], wire[i])
         return [out[i] for i in range(len(queries))]
 
     def _lacking(self, group: object, ids: np.ndarray, request: RowRequest, version: SampledVersion) -> np.ndarray:
