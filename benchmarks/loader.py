@@ -454,8 +454,10 @@ def paired_summary(rounds: list[list[Result]]) -> str:
 
 def two_host_projection(engine: Result, remote: Result) -> float:
     """How much faster than ``engine`` a remote row's trainer and server would go on two hosts
-    of their own, if CPU bounds both: the engine's CPU a batch over the larger of theirs."""
-    return engine.trainer_cpu_ms / max(remote.trainer_cpu_ms, remote.server_cpu_ms or 0.0)
+    of their own, if CPU bounds both: the engine's CPU a batch over the larger of theirs (NaN when
+    a short run measured no CPU on either side: the clock counts in ticks)."""
+    busiest = max(remote.trainer_cpu_ms, remote.server_cpu_ms or 0.0)
+    return engine.trainer_cpu_ms / busiest if busiest else float("nan")
 
 
 def cpu_summary(rounds: list[list[Result]]) -> str:
