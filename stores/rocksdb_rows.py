@@ -14,10 +14,10 @@ Layout (raw-mode rocksdict, all integers big-endian so byte order is numeric ord
 
 Writes are serialised by one lock per store (slot counter, version counter and metadata are
 read-modify-write), so concurrent writers never share a slot or lose a version bump.
-A (group, attr) owns one slot, so its rows are contiguous. A whole put (``index=None``)
+A (group, attr) owns one slot, so its rows are contiguous. A whole write (``index=None``)
 writes the rows into a fresh slot through an SST file, then switches the metadata to it,
 bumps the version and deletes the old slot's range in one WriteBatch: readers see the old
-tensor or the new one, never a mix. A put with an index and a remove are one WriteBatch.
+rows or the new ones, never a mix. A write with an index and a remove are one WriteBatch.
 """
 from __future__ import annotations
 
