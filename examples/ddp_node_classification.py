@@ -21,7 +21,7 @@ import argparse
 import contextlib
 import json
 import os
-import socket
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,11 +37,11 @@ from torch_geometric.nn.models import GraphSAGE
 from gnnstore.client import RemoteNeighborSampler, connect, split_for_rank
 
 
-def train(rank: int, args: argparse.Namespace, port: int) -> None:
+def train(rank: int, args: argparse.Namespace, rendezvous: str) -> None:
     """One rank's whole run."""
     device = torch.device(f"cuda:{rank}" if args.device == "cuda" else "cpu")
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
-                            init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.world_size)
+                            init_method=f"file://{rendezvous}", rank=rank, world_size=args.world_size)
     torch.manual_seed(rank)  # each rank shuffles its own part its own way
     fs, gs = connect(args.address[0] if len(args.address) == 1 else args.address, timeout=60)
     num_features = fs.get_tensor_size(group_name=None, attr_name="x")[1]
@@ -122,11 +122,10 @@ def main() -> None:
     parser.add_argument("--accumulate", type=int, default=1, help="batches per optimizer step")
     parser.add_argument("--seeds-out", default=None, help=argparse.SUPPRESS)  # tests: seeds per rank
     args = parser.parse_args()
-    with socket.socket() as probe:  # a free port for the rendezvous
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # ranks share the cores
-    mp.spawn(train, args=(args, port), nprocs=args.world_size, join=True)
+    # The ranks of one machine meet through a file: no port to pick that another process may take first.
+    with tempfile.TemporaryDirectory(prefix="gnnstore-ddp-") as folder:
+        mp.spawn(train, args=(args, str(Path(folder) / "rendezvous")), nprocs=args.world_size, join=True)
 
 
 if __name__ == "__main__":
