@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import mmap
 import threading
+from collections.abc import Callable
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from pathlib import Path
 
@@ -59,6 +60,23 @@ class ReadPool:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="gnnstore-tier-read")
             return self._pool
 
+    def spread(self, read: Callable[[slice], None], n: int, step: int) -> None:
+        """``read(part)`` for each ``step`` consecutive items of ``range(n)``, on the pool's
+        threads at once; returns when every part is done.
+
+        Raises:
+            ServerUnavailableError: the server is stopping (some parts may not have run).
+        """
+        try:
+            executor = self.executor()
+            jobs = [executor.submit(read, slice(i, i + step)) for i in range(0, n, step)]
+            for job in jobs:
+                job.result()
+        except (CancelledError, RuntimeError):  # cancelled, or submitted after the pool shut down
+            if not self.stopping:
+                raise
+        self.check()
+
     def stop(self) -> None:
         """Make running and later reads give up; end the threads."""
         self._stopping.set()
@@ -95,19 +113,8 @@ class MappedRows:
             return
         order = np.argsort(src_at, kind="stable")
         dst_at, src_at = dst_at[order], src_at[order]
-        step = max(CHUNK_ROWS, -(-n // self._pool.threads))
-        try:
-            executor = self._pool.executor()
-            jobs = [
-                executor.submit(self._copy_chunk, dst, dst_at[i : i + step], src_at[i : i + step])
-                for i in range(0, n, step)
-            ]
-            for job in jobs:
-                job.result()
-        except (CancelledError, RuntimeError):  # cancelled, or submitted after the pool shut down
-            if not self._pool.stopping:
-                raise
-        self._pool.check()
+        self._pool.spread(lambda part: self._copy_chunk(dst, dst_at[part], src_at[part]), n,
+                          max(CHUNK_ROWS, -(-n // self._pool.threads)))
 
     def _copy_chunk(self, dst: np.ndarray, dst_at: np.ndarray, src_at: np.ndarray) -> None:
         for i in range(0, src_at.shape[0], CHUNK_ROWS):
