@@ -165,27 +165,33 @@ class TierSnapshot:
         return all(a.resident_from is not None for a in self.arrays.values())
 
     def describe(self) -> str:
-        """Where the rows are read from, e.g. ``0.01 GiB in memory, 4.58 GiB read straight from disk``."""
+        """Where the rows are read from, e.g. ``0.01 GiB in memory, 4.58 GiB read straight from
+        disk (a cache of 0.79 GiB)``."""
         where = dict.fromkeys(("in memory", "read through the page cache", "read straight from disk"), 0)
+        cached = 0
         for a in self.arrays.values():
             how = "in memory" if a.reads is None else (
                 "read straight from disk" if isinstance(a.reads, DirectRows) else "read through the page cache"
             )
             where[how] += a.rows.nbytes
-        return ", ".join(f"{n / 2**30:.2f} GiB {how}" for how, n in where.items() if n) or "no rows"
+            if isinstance(a.reads, DirectRows) and a.reads.cache is not None:
+                cached += a.reads.cache.nbytes
+        said = ", ".join(f"{n / 2**30:.2f} GiB {how}" for how, n in where.items() if n) or "no rows"
+        return said + (f" (a cache of {cached / 2**30:.2f} GiB)" if cached else "")
 
     @classmethod
     def open(
         cls, path: Path, resident_bytes: int = 0, previous: TierSnapshot | None = None,
-        pool: ReadPool | None = None, page_cache_bytes: int | None = None,
+        pool: ReadPool | None = None, page_cache_bytes: int | None = None, cache_bytes: int | None = None,
     ) -> TierSnapshot:
         """Open a complete version folder, holding in memory as many arrays as fit in
         ``resident_bytes`` together, those of narrowest rows first (labels and masks before
         features: a row read from disk costs the same whatever its width). The others are
         memory-mapped and read by the threads of ``pool`` (default: a new one), through the page
         cache while the tier's bytes fit in ``page_cache_bytes`` (``None``: always), else
-        straight from disk where the file allows (``direct_reads.py``), the rest of
-        ``resident_bytes`` caching the rows read again (``row_cache.py``). An array whose file
+        straight from disk where the file allows (``direct_reads.py``), what ``cache_bytes``
+        (default: ``resident_bytes``) leaves beside the arrays held caching the rows read again
+        (``row_cache.py``). An array whose file
         is the one ``previous`` read (a hard link: unchanged by the write) keeps the copy, or
         the reader and its cache, ``previous`` holds.
 
@@ -217,13 +223,15 @@ class TierSnapshot:
                 else:
                     on_disk.append(key)
             disk_bytes = sum(arrays[key].rows.nbytes for key in on_disk)
+            held_bytes = resident_bytes - room
+            room = max(0, (resident_bytes if cache_bytes is None else cache_bytes) - held_bytes)
             reused = {} if previous is None else {
                 a.reads.source: a.reads for a in previous.arrays.values() if isinstance(a.reads, DirectRows)
             }
             for key in on_disk:  # the room left caches the rows read from disk, by their share of the bytes
                 pool = pool or ReadPool()
-                cache_bytes = room * arrays[key].rows.nbytes // disk_bytes
-                arrays[key] = _read_from_disk(arrays[key], files[key], pool, direct, cache_bytes, reused)
+                its_share = room * arrays[key].rows.nbytes // disk_bytes
+                arrays[key] = _read_from_disk(arrays[key], files[key], pool, direct, its_share, reused)
             return cls(manifest["version"], path, arrays)
         except (OSError, ValueError, KeyError) as exc:
             raise PreconditionError(
@@ -383,18 +391,21 @@ class FeatureTier:
     """Feature arrays in ``directory``, rebuilt from the store when it changes: held in memory
     within ``resident_bytes`` (``resident_arrays.py``), the others read from disk, through the
     page cache while the tier fits in ``page_cache_bytes`` (``None``: always), else straight
-    from disk (``TierSnapshot.open``).
+    from disk, the rows read again cached within ``cache_bytes`` (default: ``resident_bytes``)
+    beside the arrays held (``TierSnapshot.open``).
 
     Opening maps the live version (cheap, and safe in many processes); ``refresh`` opens it as
     configured, or first exports a new one. Only one process should ``refresh``.
     """
 
     def __init__(
-        self, directory: str | os.PathLike, resident_bytes: int = 0, page_cache_bytes: int | None = None
+        self, directory: str | os.PathLike, resident_bytes: int = 0, page_cache_bytes: int | None = None,
+        cache_bytes: int | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.resident_bytes = resident_bytes
         self.page_cache_bytes = page_cache_bytes
+        self.cache_bytes = cache_bytes
         self._pool = ReadPool()
         self._snapshot: TierSnapshot | None = None
         self._provisional = False  # opened mapped, until a refresh finds it current
@@ -488,7 +499,9 @@ class FeatureTier:
         return True
 
     def _open(self, folder: Path, previous: TierSnapshot | None = None) -> TierSnapshot:
-        return TierSnapshot.open(folder, self.resident_bytes, previous, self._pool, self.page_cache_bytes)
+        return TierSnapshot.open(
+            folder, self.resident_bytes, previous, self._pool, self.page_cache_bytes, self.cache_bytes
+        )
 
     def describe(self) -> str:
         """Where the live arrays are read from, e.g. ``1.20 GiB in memory``."""

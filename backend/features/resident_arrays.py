@@ -26,14 +26,22 @@ AUTO_SHARE = 4
 beyond what it already holds (its libraries, the topology): the rest is for the replies in
 flight and a write's second copy of an array."""
 
+ROW_CACHE_SHARE = 2
+"""With no budget given, the rows read from disk may be cached in 1/ROW_CACHE_SHARE of that
+memory (``row_cache.py``): a write never holds such a cache twice (a new version's cache fills
+as it is read), so the rest is for the replies in flight. Measured on the development VM, a
+server under a 1.84 GiB limit peaked at 0.7 GiB beside its cache."""
+
 MAX_SHARE = 2
 """A configured budget is held to 1/MAX_SHARE of the memory this process may use."""
 
 logger = logging.getLogger(__name__)
 
 
-def resident_budget(configured: int | None, limit: MemoryLimit, in_use: int | None = None) -> int:
-    """Bytes of feature arrays to hold in memory: ``configured``, or by default a quarter of
+def resident_budget(
+    configured: int | None, limit: MemoryLimit, in_use: int | None = None, share: int = AUTO_SHARE
+) -> int:
+    """Bytes of feature arrays to hold in memory: ``configured``, or by default 1/``share`` of
     what ``limit``, the memory this process may use (``memory_limit.py``), leaves beside the
     ``in_use`` bytes it holds already (default: its resident memory now).
 
@@ -43,8 +51,7 @@ def resident_budget(configured: int | None, limit: MemoryLimit, in_use: int | No
     """
     usable = limit.bytes
     if configured is None:
-        in_use = resident_bytes_now() if in_use is None else in_use
-        return max(0, usable - in_use) // AUTO_SHARE
+        return memory_left(limit, in_use) // share
     if configured > usable // MAX_SHARE:
         logger.warning(
             "resident feature budget of %d bytes is over half of the %d bytes this server may use (%s); "
@@ -52,6 +59,12 @@ def resident_budget(configured: int | None, limit: MemoryLimit, in_use: int | No
         )
         return usable // MAX_SHARE
     return configured
+
+
+def memory_left(limit: MemoryLimit, in_use: int | None = None) -> int:
+    """What ``limit`` leaves beside the ``in_use`` bytes this process holds (default: its
+    resident memory now)."""
+    return max(0, limit.bytes - (resident_bytes_now() if in_use is None else in_use))
 
 
 def resident_bytes_now() -> int:

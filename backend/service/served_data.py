@@ -26,8 +26,10 @@ from gnnstore.backend.engine.weight_index import WeightIndexes
 from gnnstore.backend.engine.work_budget import GraphBounds
 from gnnstore.backend.features.feature_tier import FeatureTier
 from gnnstore.backend.features.memory_limit import MemoryLimit, memory_limit
-from gnnstore.backend.features.resident_arrays import resident_budget
+from gnnstore.backend.features.resident_arrays import ROW_CACHE_SHARE, memory_left, resident_budget, resident_bytes_now
 from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
+from gnnstore.backend.service import reply_memory
+from gnnstore.backend.service.reply_memory import ReplyMemory
 from gnnstore.backend.service.served_graph import (
     UNKNOWN_EDGE_COUNT,
     GraphSummary,
@@ -76,6 +78,7 @@ class ServedData:
         sampling: the version a request samples, with its bounds and sampler factory.
         feature_reader: reads from the read tier, writes through to RocksDB.
         memory: the memory this server may use, which sized the tier's budget.
+        replies: what replies' rows may take of that memory at once.
         ranking: nodes by out-degree for clients' hot sets (``None`` under live sampling).
         versions: the snapshot's versions, which graph writes add to (``None`` under live
             sampling, which takes no writes).
@@ -86,6 +89,7 @@ class ServedData:
     sampling: VersionLookup
     feature_reader: TieredFeatureStore
     memory: MemoryLimit
+    replies: ReplyMemory
     ranking: DegreeRanking | None = None
     versions: GraphVersions | None = None
 
@@ -139,9 +143,11 @@ def open_served_data(config: ServerConfig) -> ServedData:
             summary, sampling = _live(stores.graph_store, counts, config.max_fanout)
         else:
             summary, sampling, ranking, versions = _snapshot(stores, config, counts)
-        limit = memory_limit()
+        limit, in_use, configured = memory_limit(), resident_bytes_now(), config.resident_feature_bytes
+        replies = ReplyMemory(memory_left(limit, in_use) // reply_memory.SHARE)
         tier = FeatureTier(
-            config.data_dir / FEATURE_TIER, resident_budget(config.resident_feature_bytes, limit), limit.bytes // 2
+            config.data_dir / FEATURE_TIER, resident_budget(configured, limit, in_use), limit.bytes // 2,
+            cache_bytes=resident_budget(configured, limit, in_use, ROW_CACHE_SHARE),
         )
         if config.replica:
             tier.follow()  # the primary exports the tier
@@ -151,7 +157,7 @@ def open_served_data(config: ServerConfig) -> ServedData:
         stores.close()
         raise
     return ServedData(
-        stores, summary, sampling, TieredFeatureStore(stores.feature_store, tier), limit, ranking, versions
+        stores, summary, sampling, TieredFeatureStore(stores.feature_store, tier), limit, replies, ranking, versions
     )
 
 

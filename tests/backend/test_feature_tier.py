@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,10 +12,11 @@ import torch
 from gnnstore.backend.features import feature_tier, resident_arrays
 from gnnstore.backend.features.direct_reads import DirectRows
 from gnnstore.backend.features.feature_tier import FeatureTier
-from gnnstore.backend.features.mapped_reads import MappedRows
+from gnnstore.backend.features.mapped_reads import MappedRows, ReadPool
 from gnnstore.backend.features.memory_limit import MemoryLimit
 from gnnstore.backend.features.tiered_feature_store import RowQuery, TieredFeatureStore
 from gnnstore.common.errors import InvalidRequestError, NotFoundError, PreconditionError
+from gnnstore.common.row_copy import row_words
 from gnnstore.stores.rocksdb_feature_store import RocksDBFeatureStore
 from gnnstore.stores.rocksdb_rows import RocksDBRows
 
@@ -262,6 +264,46 @@ def test_arrays_within_the_budget_are_held_in_memory_narrowest_rows_first_and_th
             assert np.array_equal(bits(array.gather(np.arange(array.rows.shape[0]))), bits(want))
             shuffled = np.random.default_rng(0).permutation(array.rows.shape[0]).repeat(2)
             assert np.array_equal(bits(array.gather(shuffled)), bits(want[torch.from_numpy(shuffled)]))
+
+
+@pytest.mark.parametrize(("dtype", "width"), [("<f4", 1024), ("<f4", 100), ("<u1", 3)],
+                         ids=["a page a row", "rows across pages", "odd bytes"])
+def test_rows_read_straight_from_disk_by_several_readers_and_cached_are_exact(
+    tmp_path: Path, dtype: str, width: int
+) -> None:
+    if not _direct_io_works(tmp_path):
+        pytest.skip("this filesystem refuses O_DIRECT (tmpfs)")
+    count = 6000  # several queues of 4 KiB rows: the reads spread over every reader
+    rows = np.random.default_rng(0).integers(0, 255, (count, width)).astype(dtype)
+    np.save(tmp_path / "rows.npy", rows)
+    mapped = np.load(tmp_path / "rows.npy", mmap_mode="r")
+    row_bytes = rows[:1].nbytes
+    budget = 4 * count + 1000 * (row_bytes + 9)  # a slot per row, and 1000 rows with their slots' entries
+    reads = DirectRows.open(tmp_path / "rows.npy", mapped.offset, rows.shape, row_bytes, ReadPool(), budget)
+    assert reads is not None and reads.cache.capacity == 1000 and reads.cache.nbytes <= budget
+    ids = np.random.default_rng(1).integers(0, count, 5000)  # duplicates, and more rows than the cache holds
+    for _ in range(2):  # the second gather finds some rows in the cache
+        out = np.zeros((ids.size + 1, width), dtype=dtype)
+        at = np.random.default_rng(2).permutation(ids.size + 1)[: ids.size]
+        reads.copy(row_words(out), at, ids)
+        assert np.array_equal(out[at], rows[ids])
+        left = np.setdiff1d(np.arange(ids.size + 1), at)
+        assert not out[left].any()  # no row written where none was asked
+
+
+def test_the_tier_caches_rows_read_from_disk_within_its_cache_budget(
+    tmp_path: Path, store: RocksDBFeatureStore
+) -> None:
+    if not _direct_io_works(tmp_path):
+        pytest.skip("this filesystem refuses O_DIRECT (tmpfs)")
+    assert FeatureTier(tmp_path / "tier").refresh(store.rows)
+    tier = FeatureTier(tmp_path / "tier", resident_bytes=0, page_cache_bytes=0, cache_bytes=20_000)
+    tier.refresh(store.rows)
+    cached = [a.reads.cache for a in tier.snapshot().arrays.values() if isinstance(a.reads, DirectRows)]
+    assert cached and 0 < sum(c.nbytes for c in cached if c is not None) <= 20_000
+    assert re.search(r"read straight from disk \(a cache of 0\.00 GiB\)$", tier.describe())
+    for _ in range(2):
+        assert np.array_equal(tier.gather("paper", "x", [5, 3, 5]), FEATURES[("paper", "x")][[5, 3, 5]].numpy())
 
 
 def _direct_io_works(folder: Path) -> bool:
