@@ -211,7 +211,7 @@ class GnnStoreServer:
             f"{self.config.data_dir} | {summary.sampling} {summary.snapshot_id} graph version "
             f"{data.summary_now().graph_version} | nodes: {nodes} | "
             f"edges: {edges} | features: {features} | feature tier: {data.feature_reader.tier.describe()} | "
-            f"memory limit: {data.memory}"
+            f"memory limit: {data.memory} | replies' rows: at most {data.replies.capacity / 2**30:.2f} GiB at once"
         )
 
     def _set_serving(self, serving: bool) -> None:
@@ -238,8 +238,9 @@ class GnnStoreServer:
             self._health.enter_graceful_shutdown()
             self._server.stop(grace).wait()
             self._server = None
-            if self.data is not None:  # calls past the grace stop reading rows from disk
+            if self.data is not None:  # calls past the grace stop reading rows from disk or waiting for room
                 self.data.feature_reader.tier.stop_reads()
+                self.data.replies.close()
             _drain(self._handlers, grace + HANDLER_DRAIN_S)
             self._handlers = None
             logger.info("stopped serving on %s", self.address)
@@ -296,7 +297,7 @@ class GnnStoreServer:
             config.max_seeds, config.max_hops, config.max_fanout, config.max_sample_edges, config.max_reply_bytes
         )
         runner = SamplingRunner(data.sampling, limits)
-        rows = RowGatherer(data.feature_reader, limits.max_reply_bytes, data.ranking)
+        rows = RowGatherer(data.feature_reader, limits.max_reply_bytes, data.ranking, data.replies)
         self._sampling = SamplingPools.start(sampling_threads(config), config.bulk_sample_edges)
         logger.info(
             "sampling on %d thread(s), at most %d for one client; requests of over %d edges on %d more, "

@@ -318,6 +318,7 @@ class DataPort:
                 owner, payload = taken
                 self._frame(raw, self._io_timeout_s, owner)
                 _send_payload(conn, payload)
+                taken = payload = None  # sent: its rows' memory is free while the next ticket comes
                 self._frame(raw, self._idle_s)
         except (OSError, ssl.SSLError) as exc:  # the client left, stalled or spoke no TLS: its loss alone
             logger.info("data port connection closed: %s", exc)

@@ -145,6 +145,8 @@ class FairScheduler:
                     if not self._running[client]:
                         del self._running[client]
                     self._lock.notify_all()
+                # an idle thread must not keep its last job, and the reply's rows, alive
+                picked = job = future = None
 
 
 def _lower_this_thread(nice: int) -> None:

@@ -2,7 +2,8 @@
 
 For each wanted attribute of a sampled group the gatherer leaves out what the client holds
 (its hot prefix of the server's degree ranking, the ids it names as known: a list or a
-bitmap), refuses a reply over ``max_reply_bytes`` before reading a row, and reads the rest
+bitmap), refuses a reply over ``max_reply_bytes`` before reading a row (and waits for room in the
+server's memory for replies, ``reply_memory.py``, when the rows live there), and reads the rest
 from the read tier, straight into the reply's segment when it has one (rows a requested wire
 dtype narrows are read apart and rounded into it).
 """
@@ -16,6 +17,7 @@ import numpy as np
 from gnnstore.backend.engine.degree_ranking import DegreeRanking
 from gnnstore.backend.features.feature_tier import allocated
 from gnnstore.backend.features.tiered_feature_store import RowQuery, TieredFeatureStore
+from gnnstore.backend.service.reply_memory import ReplyMemory
 from gnnstore.backend.service.served_graph import SampledVersion
 from gnnstore.common.allocate import Allocate
 from gnnstore.common.cpu_prefetch import prefetch
@@ -26,6 +28,7 @@ from gnnstore.common.graph_types import NodeType, describe, edge_group_of, edge_
 from gnnstore.common.sample import Sample
 from gnnstore.proto.feature_request import IdBitmap, RowRequest
 from gnnstore.proto.node_rows import NodeRows
+from gnnstore.proto.reply_payload import PayloadWriter
 from gnnstore.proto.reply_segment import ALIGNMENT, ArrayWriter
 from gnnstore.proto.wire_dtypes import narrowed
 
@@ -43,14 +46,18 @@ class RowGatherer:
         max_reply_bytes: feature bytes one reply may gather.
         ranking: the out-degree ranking clients' hot sets come from (``None``: no snapshot,
             so hot prefixes are ignored and those rows are sent).
+        memory: what replies' rows may take of the server's memory at once (``None``: no bound
+            but ``max_reply_bytes`` a reply).
     """
 
     def __init__(
-        self, feature_store: TieredFeatureStore, max_reply_bytes: int, ranking: DegreeRanking | None = None
+        self, feature_store: TieredFeatureStore, max_reply_bytes: int, ranking: DegreeRanking | None = None,
+        memory: ReplyMemory | None = None,
     ) -> None:
         self._store = feature_store
         self._max_reply_bytes = max_reply_bytes
         self.ranking = ranking
+        self._memory = memory
 
     def gather(
         self,
@@ -88,7 +95,9 @@ class RowGatherer:
             for g, keep in lacking.items()
         }
         queries = [RowQuery(g, name, ids[g]) for g, names in wanted.items() for name in names]
-        self._check_reply_bytes(queries, row_bytes)
+        need = self._check_reply_bytes(queries, row_bytes)
+        if self._memory is not None and isinstance(segment, PayloadWriter):  # rows in this server's memory
+            self._memory.reserve(need, segment)
         placements = [
             (positions[g], sampled[g].size) if g in positions else None
             for g, names in wanted.items() for _ in names
@@ -157,8 +166,8 @@ class RowGatherer:
                 keep &= ~np.isin(ids, known, kind="table")
         return keep
 
-    def _check_reply_bytes(self, queries: list[RowQuery], row_bytes: dict[tuple, int]) -> None:
-        """Refuse to gather more feature bytes than ``max_reply_bytes``, before gathering."""
+    def _check_reply_bytes(self, queries: list[RowQuery], row_bytes: dict[tuple, int]) -> int:
+        """The feature bytes ``queries`` gather; refuse more than ``max_reply_bytes``, before gathering."""
         need = sum(len(q.index) * row_bytes.get((q.group_name, q.attr_name), 0) for q in queries)
         limit = self._max_reply_bytes
         if need > limit:
@@ -167,6 +176,7 @@ class RowGatherer:
                 f"{limit:,} a reply; use fewer seeds or smaller fanouts, or raise the limit with "
                 "`gnnstore serve --max-reply-bytes` (GNNSTORE_MAX_REPLY_BYTES)"
             )
+        return need
 
 
 @numba.njit(cache=True, nogil=True)

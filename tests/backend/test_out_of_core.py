@@ -8,6 +8,7 @@ otherwise.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -42,25 +43,32 @@ def big_features(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ingest(data, tmp_path_factory.mktemp("out-of-core") / "data")
 
 
+def _epoch(address: str, seed: int) -> int:
+    """Batches of one trainer's epoch, each checked against the stored rows."""
+    fs, gs = connect(address, shared_memory=False)
+    sampler = RemoteNeighborSampler(fs, [5, 5], feature_store=fs)
+    seeds = torch.randperm(NODES, generator=torch.Generator().manual_seed(seed))[: 8 * 64]
+    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=64)
+    batches = 0
+    for batch in loader:
+        assert batch.x.shape == (batch.n_id.numel(), DIM)
+        assert torch.equal(batch.x, torch.from_numpy(_rows(batch.n_id.numpy())))
+        batches += 1
+    fs.connection.close()
+    return batches
+
+
 def test_a_server_limited_below_its_features_serves_every_row_and_says_its_limit(big_features: Path) -> None:
     evict(big_features)
     with memory_cgroup.MemoryCgroup(LIMIT) as cgroup:
         server = ServerProcess(big_features, log=big_features.parent / "server.log", launcher=cgroup.launcher)
         try:
             line = server.startup_line
-            assert "feature tier: 0.69 GiB read straight from disk |" in line
+            assert re.search(r"feature tier: 0\.69 GiB read straight from disk \(a cache of 0\.\d\d GiB\) \|", line), line
             assert re.search(r"memory limit: 0\.68 GiB \(cgroup v[12] /\S*gnnstore-", line), line
-            fs, gs = connect(server.address, shared_memory=False)
-            sampler = RemoteNeighborSampler(fs, [5, 5], feature_store=fs)
-            seeds = torch.randperm(NODES, generator=torch.Generator().manual_seed(0))[: 8 * 64]
-            loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=seeds, batch_size=64)
-            batches = 0
-            for batch in loader:
-                assert batch.x.shape == (batch.n_id.numel(), DIM)
-                assert torch.equal(batch.x, torch.from_numpy(_rows(batch.n_id.numpy())))
-                batches += 1
-            assert batches == 8
-            fs.connection.close()
+            assert re.search(r"replies' rows: at most 0\.\d\d GiB at once$", line), line
+            with ThreadPoolExecutor(2) as trainers:  # two clients' replies at once: within the limit too
+                assert list(trainers.map(_epoch, [server.address] * 2, [0, 1])) == [8, 8]
         finally:
             assert server.stop() == 0
         assert cgroup.oom_kills() == 0
