@@ -6,8 +6,10 @@ in memory cgroups limited to shares of the feature bytes (40% and 20% by default
 started with the page cache emptied of the data directory's files, so every row it reads
 that is not within its limit comes from the disk. Per configuration: batches/s and the ratio
 to the unconstrained server, the server's CPU, major page faults and storage bytes read a
-batch, the storage bytes read per row sent, how long its stop took, and whether the kernel
-killed it for memory; and what the disk allows: its rate for the server's own direct reads of
+batch, the storage bytes read per row sent, its peak resident memory, how long its stop took,
+and whether the kernel killed it for memory; with ``--rounds N`` every configuration N times,
+each limited server against the unconstrained one of its round (this machine's throughput
+drifts between runs); and what the disk allows: its rate for the server's own direct reads of
 random rows, over the disk bytes a batch.
 
     python -m benchmarks.out_of_core                   # 1.2M nodes x 1024 float32 (~4.9 GB)
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -90,9 +93,10 @@ def _live(data_dir: Path) -> Path:
 
 def run(
     name: str, data_dir: Path, phase: Phase, seeds: torch.Tensor, work: Path, limit: int | None
-) -> tuple[Result | None, float, int, str]:
-    """One configuration: (the trainer's result or ``None`` if the server died, stop seconds,
-    OOM kills, the server's tier and limit as its start-up line says)."""
+) -> tuple[Result | None, float, float, int, str]:
+    """One configuration: (the trainer's result or ``None`` if the server died, the server's
+    peak resident GiB, stop seconds, OOM kills, the server's tier and limit as its start-up
+    line says)."""
     evict(data_dir)
     cgroup = memory_cgroup.MemoryCgroup(limit) if limit is not None else None
     launcher = cgroup.launcher if cgroup is not None else []
@@ -106,6 +110,7 @@ def run(
                                               server_pid=server.proc.pid), seeds)
         except Exception as exc:  # the server killed for memory: the trainer's calls fail
             print(f"{name}: the trainer failed: {exc}", flush=True)
+        peak = peak_resident_gib(server.proc.pid)
         asked = time.perf_counter()
         server.stop()
         stopped = time.perf_counter() - asked
@@ -113,20 +118,33 @@ def run(
     finally:
         if cgroup is not None:
             cgroup.close()
-    return result, stopped, kills, said
+    return result, peak, stopped, kills, said
+
+
+def peak_resident_gib(pid: int) -> float:
+    """A running process's peak resident memory (``VmHWM``: its own and mapped file pages), in
+    GiB; NaN once it has exited."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return float("nan")
+    kib = next((int(line.split()[1]) for line in lines if line.startswith("VmHWM:")), None)
+    return float("nan") if kib is None else kib / 2**20
 
 
 def table(
-    rows: list[tuple[str, Result | None, float, int, str]], base: float, row_bytes: int, disk_mb_s: float
+    rows: list[tuple[str, float, Result | None, float, float, int, str]], row_bytes: int, disk_mb_s: float
 ) -> str:
+    """The table's lines: each row's figures, batches/s against ``base``, its round's unconstrained."""
     lines = [
         "| server | batches/s | × unconstrained | the disk allows | server CPU ms/batch | major faults/batch "
-        "| disk MB/batch | disk bytes/row sent | wire MB/batch | stop s | OOM kills | tier and limit (start-up line) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| disk MB/batch | disk bytes/row sent | wire MB/batch | server peak RSS GiB | stop s | OOM kills "
+        "| tier and limit (start-up line) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, r, stopped, kills, said in rows:
+    for name, base, r, peak, stopped, kills, said in rows:
         if r is None:
-            lines.append(f"| {name} | failed | | | | | | | | {stopped:.1f} | {kills} | {said} |")
+            lines.append(f"| {name} | failed | | | | | | | | {peak:.2f} | {stopped:.1f} | {kills} | {said} |")
             continue
         allows = f"{disk_mb_s / r.server_disk_mb:.2f}" if r.server_disk_mb else "-"
         rows_sent = (r.wire_mb_per_batch or 0) * 1e6 / row_bytes
@@ -134,7 +152,7 @@ def table(
         lines.append(
             f"| {name} | {r.batches_per_s:.2f} | {r.batches_per_s / base:.2f}× | {allows} | {r.server_cpu_ms:.1f} "
             f"| {r.server_major_faults:,.0f} | {r.server_disk_mb:.1f} | {per_row:,.0f} | {r.wire_mb_per_batch:.1f} "
-            f"| {stopped:.1f} | {kills} | {said} |"
+            f"| {peak:.2f} | {stopped:.1f} | {kills} | {said} |"
         )
     return "\n".join(lines)
 
@@ -148,6 +166,8 @@ def main() -> None:
                         help="memory limits as shares of the feature bytes")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--batches", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="times every configuration runs (the unconstrained server first in each round)")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="keep the graph here between runs (default: a temporary folder)")
     args = parser.parse_args()
@@ -162,19 +182,25 @@ def main() -> None:
         seeds = torch.randperm(args.nodes, generator=torch.Generator().manual_seed(1))[:needed]
         phase = Phase("", "remote", (15, 10), 1024, args.warmup, args.batches, cache_fraction=0.2,
                       policy="static", prefetch=2, shared_memory=False)
-        rows = []
-        result = run("unconstrained", data_dir, phase, seeds, work, None)
-        rows.append(("unconstrained", *result))
+        rows, ratios = [], {}
         reason = memory_cgroup.unavailable()
-        for share in args.limits:
-            name = f"limit {share:.0%} of features ({share * nbytes / 2**30:.2f} GiB)"
-            if reason is not None:
-                print(f"{name}: skipped ({reason})", flush=True)
-                continue
-            rows.append((name, *run(name, data_dir, phase, seeds, work, int(share * nbytes))))
+        for round_ in range(1, args.rounds + 1):  # each limited server against the unconstrained one of its round
+            result = run("unconstrained", data_dir, phase, seeds, work, None)
+            base = result[0].batches_per_s if result[0] is not None else float("nan")
+            rows.append((f"round {round_}: unconstrained", base, *result))
+            for share in args.limits:
+                name = f"limit {share:.0%} of features ({share * nbytes / 2**30:.2f} GiB)"
+                if reason is not None:
+                    print(f"{name}: skipped ({reason})", flush=True)
+                    continue
+                limited = run(name, data_dir, phase, seeds, work, int(share * nbytes))
+                rows.append((f"round {round_}: {name}", base, *limited))
+                rate = limited[0].batches_per_s if limited[0] is not None else 0.0
+                ratios.setdefault(name, []).append(rate / base)
         disk_mb_s, cpu_us = disk_read_rate(data_dir)
-        base = rows[0][1].batches_per_s
-        body = table(rows, base, nbytes // args.nodes, disk_mb_s) + (
+        medians = "; ".join(f"{name}: {statistics.median(r):.2f}×" for name, r in ratios.items())
+        body = table(rows, nbytes // args.nodes, disk_mb_s) + (
+            f"\n\nMedian × unconstrained over {args.rounds} round(s): {medians or 'none measured'}."
             f"\n\nThis machine's disk, read as the server reads it (random rows of the widest array, straight "
             f"from disk): {disk_mb_s:.0f} MB/s, {cpu_us:.1f} µs of CPU a row. \"The disk allows\" is that rate "
             "over the disk MB a batch: the most batches/s any reader could get from this disk."
