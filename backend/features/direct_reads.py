@@ -124,7 +124,7 @@ class DirectRows:
         dst_at, src_at = dst_at[order], src_at[order]
         n = src_at.shape[0]
         if n:
-            step = max(self._rows_a_queue // 4, -(-n // READERS))
+            step = max(self._rows_a_queue // 4, -(-n // READERS))  # a few rows are not worth a thread
             self._pool.spread(lambda part: self._read(dst, dst_at[part], src_at[part]), n, step)
         if self.cache is not None:
             self.cache.admit(dst, dst_at, src_at)
@@ -221,9 +221,8 @@ class _Queues:
     def lend(self, span: int) -> Iterator[_Queue]:
         """A queue with room for at least one span of ``span`` bytes, until the block ends."""
         with self._lock:
-            make, self._unmade = self._unmade > 0 and self._free.empty(), self._unmade - 1
-            if not make:
-                self._unmade += 1
+            make = self._unmade > 0 and self._free.empty()
+            self._unmade -= make
         try:
             lent = _Queue(max(QUEUE_BYTES, span)) if make else self._free.get()
         except BaseException:

@@ -191,9 +191,8 @@ class TierSnapshot:
         cache while the tier's bytes fit in ``page_cache_bytes`` (``None``: always), else
         straight from disk where the file allows (``direct_reads.py``), what ``cache_bytes``
         (default: ``resident_bytes``) leaves beside the arrays held caching the rows read again
-        (``row_cache.py``). An array whose file
-        is the one ``previous`` read (a hard link: unchanged by the write) keeps the copy, or
-        the reader and its cache, ``previous`` holds.
+        (``row_cache.py``). An array whose file is the one ``previous`` read (a hard link:
+        unchanged by the write) keeps the copy, or the reader and its cache, ``previous`` holds.
 
         Raises:
             PreconditionError: a missing or unreadable manifest or array.

@@ -29,8 +29,9 @@ flight and a write's second copy of an array."""
 ROW_CACHE_SHARE = 2
 """With no budget given, the rows read from disk may be cached in 1/ROW_CACHE_SHARE of that
 memory (``row_cache.py``): a write never holds such a cache twice (a new version's cache fills
-as it is read), so the rest is for the replies in flight. Measured on the development VM, a
-server under a 1.84 GiB limit peaked at 0.7 GiB beside its cache."""
+as it is read), and replies' rows take at most a quarter (``reply_memory.py``). Measured on the
+development VM (``benchmarks.out_of_core``), a server under a 1.84 GiB limit with a 0.77 GiB
+cache peaked at 1.55 GiB resident."""
 
 MAX_SHARE = 2
 """A configured budget is held to 1/MAX_SHARE of the memory this process may use."""

@@ -15,6 +15,7 @@ import threading
 import time
 import weakref
 
+from gnnstore.backend.features.mapped_reads import STOPPING
 from gnnstore.common.errors import ResourceExhaustedError, ServerUnavailableError
 
 SHARE = 4
@@ -63,7 +64,7 @@ class ReplyMemory:
                     )
                 self._room.wait(left)
             if self._closed:
-                raise ServerUnavailableError("the server is stopping; retry on another server or after its restart")
+                raise ServerUnavailableError(STOPPING)
             self._used += nbytes
         weakref.finalize(owner, self._release, nbytes)
 
