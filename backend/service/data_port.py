@@ -133,6 +133,12 @@ class PayloadTickets:
             return None
         return held.owner, held.payload
 
+    def expire(self) -> None:
+        """Forget payloads past their time now (their memory is freed without waiting for the
+        next ticket issued or taken)."""
+        with self._lock:
+            self._expire()
+
     def _count(self, owner: str, size: int) -> None:
         """Add ``size`` bytes to those held, in all and by ``owner`` (call under the lock)."""
         self.held_bytes += size
@@ -176,6 +182,7 @@ class DataPort:
         max_host_connections: connections from one host (address) at once; default
             ``HOST_SHARE`` of ``max_connections``.
         idle_s, io_timeout_s: frame deadlines (``IDLE_S``, ``IO_TIMEOUT_S``).
+        ticket_ttl_s: how long a payload waits for its client (``TICKET_TTL_S``).
     """
 
     def __init__(
@@ -183,8 +190,9 @@ class DataPort:
         max_held_bytes: int = DEFAULT_HELD_BYTES, tokens: TokenTable | None = None,
         max_connections: int = MAX_CONNECTIONS,
         max_host_connections: int | None = None, idle_s: float = IDLE_S, io_timeout_s: float = IO_TIMEOUT_S,
+        ticket_ttl_s: float = TICKET_TTL_S,
     ) -> None:
-        self.tickets = PayloadTickets(max_held_bytes)
+        self.tickets = PayloadTickets(max_held_bytes, ttl_s=ticket_ttl_s)
         self._tokens = tokens
         self._host, self._requested_port, self._public_port = host, port, public_port
         self._tls = tls
@@ -275,8 +283,10 @@ class DataPort:
             threading.Thread(target=self._serve, args=(conn,), name="gnnstore-data", daemon=True).start()
 
     def _reap_loop(self) -> None:
-        """Cut every connection whose current frame is past its deadline (its thread then ends)."""
+        """Cut every connection whose current frame is past its deadline (its thread then ends),
+        and drop the payloads no client came for in time."""
         while not self._closed.wait(REAP_EVERY_S):
+            self.tickets.expire()
             now = time.monotonic()
             with self._lock:
                 late = [conn for conn, state in self._open.items() if state.deadline < now]

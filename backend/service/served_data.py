@@ -28,7 +28,7 @@ from gnnstore.backend.features.feature_tier import FeatureTier
 from gnnstore.backend.features.memory_limit import MemoryLimit, memory_limit
 from gnnstore.backend.features.resident_arrays import ROW_CACHE_SHARE, memory_left, resident_budget, resident_bytes_now
 from gnnstore.backend.features.tiered_feature_store import TieredFeatureStore
-from gnnstore.backend.service import reply_memory
+from gnnstore.backend.service.reply_memory import SHARE as REPLY_SHARE
 from gnnstore.backend.service.reply_memory import ReplyMemory
 from gnnstore.backend.service.served_graph import (
     UNKNOWN_EDGE_COUNT,
@@ -144,7 +144,7 @@ def open_served_data(config: ServerConfig) -> ServedData:
         else:
             summary, sampling, ranking, versions = _snapshot(stores, config, counts)
         limit, in_use, configured = memory_limit(), resident_bytes_now(), config.resident_feature_bytes
-        replies = ReplyMemory(memory_left(limit, in_use) // reply_memory.SHARE)
+        replies = ReplyMemory(memory_left(limit, in_use) // REPLY_SHARE)
         tier = FeatureTier(
             config.data_dir / FEATURE_TIER, resident_budget(configured, limit, in_use), limit.bytes // 2,
             cache_bytes=resident_budget(configured, limit, in_use, ROW_CACHE_SHARE),

@@ -125,6 +125,25 @@ def test_a_payload_held_for_the_data_port_keeps_its_reservation_until_its_client
         plane.close()
 
 
+def test_a_payload_no_client_comes_for_gives_its_reservation_back_when_its_ticket_expires() -> None:
+    memory = ReplyMemory(100 * MIB)
+    plane = DataPort("127.0.0.1", ticket_ttl_s=0.3)
+    plane.start()
+    try:
+        writer = PayloadWriter()
+        writer.place(np.zeros(1 << 20, dtype=np.uint8))
+        memory.reserve(1 * MIB, writer)
+        assert plane.hold(writer) is not None
+        del writer
+        gc.collect()
+        assert memory.used == 1 * MIB
+        # nothing else happens on the port: the reaper alone drops it
+        assert _wait_for(lambda: gc.collect() is not None and memory.used == 0, seconds=5)
+        assert len(plane.tickets) == 0
+    finally:
+        plane.close()
+
+
 def test_a_served_epoch_over_payloads_gives_back_every_reserved_byte(tmp_path: Path) -> None:
     data_dir = ingest(generate_graph(2000, 8.0, 64, 3, seed=2), tmp_path / "data")
     server = GnnStoreServer(ServerConfig(data_dir=data_dir, port=0, read_only=True))
