@@ -31,6 +31,7 @@ from queue import Empty
 import psutil
 import torch
 
+from benchmarks.loader import cpu_seconds
 from benchmarks.results_page import write_page
 from gnnstore.backend.server.server_process import ServerProcess
 from gnnstore.client import GraphWriter, connect, server_info, server_stats
@@ -80,12 +81,8 @@ def take(queue, procs: list) -> object:
                 raise RuntimeError(f"a trainer process failed (exit codes {failed}); its traceback is above")
 
 
-def cpu_seconds(servers: list[ServerProcess]) -> float:
-    total = 0.0
-    for server in servers:
-        times = psutil.Process(server.proc.pid).cpu_times()
-        total += times.user + times.system
-    return total
+def servers_cpu_seconds(servers: list[ServerProcess]) -> float:
+    return sum(cpu_seconds(psutil.Process(server.proc.pid)) for server in servers)
 
 
 def run_row(data_dir: Path, log_dir: Path, n_servers: int, n_trainers: int, nodes: int, batches: int,
@@ -104,7 +101,7 @@ def run_row(data_dir: Path, log_dir: Path, n_servers: int, n_trainers: int, node
     for _ in procs:
         take(ready, procs)
     before_calls = [server_stats(a).get(SAMPLE) for a in addresses]
-    before_cpu = cpu_seconds(servers)
+    before_cpu = servers_cpu_seconds(servers)
     wall = time.monotonic()
     started.set()
     total = n_trainers * batches
@@ -117,7 +114,7 @@ def run_row(data_dir: Path, log_dir: Path, n_servers: int, n_trainers: int, node
     for proc in procs:
         proc.join()
     live = [s for s in servers if s.proc.poll() is None]
-    server_cpu = float("nan") if kill else cpu_seconds(live) - before_cpu
+    server_cpu = float("nan") if kill else servers_cpu_seconds(live) - before_cpu
     calls = [(server_stats(a).get(SAMPLE).requests - (b.requests if b else 0)) if s in live else None
              for s, a, b in zip(servers, addresses, before_calls)]
     for server in servers:
