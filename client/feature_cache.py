@@ -26,6 +26,7 @@ Counters count distinct ids per call (one call serves every attr asked for): ``h
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from gnnstore.client.cache_slot import CacheSlot
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.cpu_prefetch import prefetch
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from gnnstore.common.row_copy import copy_rows, row_words
+from gnnstore.common.row_copy import copy_rows, merge_rows, row_words
 
 logger = logging.getLogger(__name__)
 
@@ -240,6 +241,7 @@ class FeatureCache:
         *,
         into: Sequence[Tensor] | None = None,
         written: np.ndarray | None = None,
+        sent: tuple[Tensor, Sequence[Tensor]] | None = None,
     ) -> CacheRead:
         """First half of a read: rows of ``ids`` (global) for each of ``attr_names``, hits copied.
 
@@ -249,9 +251,14 @@ class FeatureCache:
         ``into`` (one CPU tensor per attr with a row per id, on a CPU cache) receives the rows
         instead of new tensors; ``written`` (a mask over ``ids``) says which of its rows already
         hold theirs, e.g. aligned rows from the server; those ids are not wanted.
+        ``sent``: rows already here (distinct ids, and per attr a row per id), e.g. delivered
+        with the sample. When they are exactly the rows the cache lacks, a CPU cache writes
+        them and its hits in one pass (``merge_rows``) and nothing is wanted; else they are
+        ignored.
 
         Raises:
-            InvalidRequestError: negative ids, or an ``into`` that does not match.
+            InvalidRequestError: negative ids, an ``into`` that does not match, or ``sent``
+                rows of the wrong dtype or shape.
             NotFoundError: the node type or an attr is not cached.
         """
         slot = self._slot(group_name)
@@ -264,13 +271,17 @@ class FeatureCache:
             self._check_into(specs, ids.shape[0], outs)
         with self._lock:  # hits are copied before another thread can evict them
             where, missing = self._locate(slot, ids)
-            hit_at = np.flatnonzero(where >= 0)
-            hit_positions = where[hit_at]
-            for name, out in zip(attr_names, outs):
-                self._move_rows(out, hit_at, slot.storage[name], hit_positions)
+            merged = self._merge(slot, attr_names, outs, where, missing, sent) if written is None else False
+            if not merged:
+                hit_at = np.flatnonzero(where >= 0)
+                hit_positions = where[hit_at]
+                for name, out in zip(attr_names, outs):
+                    self._move_rows(out, hit_at, slot.storage[name], hit_positions)
+        needed = np.zeros(missing.shape[0], dtype=bool)
+        if merged:
+            return CacheRead(slot, list(attr_names), outs, where, missing, np.empty(0, np.int64), needed)
         miss_at = np.flatnonzero(where < 0)
         todo = miss_at if written is None else miss_at[~written[miss_at]]  # still without their row
-        needed = np.zeros(missing.shape[0], dtype=bool)
         needed[-1 - where[todo]] = True
         return CacheRead(slot, list(attr_names), outs, where, missing, todo, needed)
 
@@ -479,6 +490,29 @@ class FeatureCache:
                 slot.policy.touch(dynamic)
         return where, missing
 
+    def _merge(
+        self,
+        slot: CacheSlot,
+        attr_names: Sequence[str],
+        outs: list[Tensor],
+        where: np.ndarray,
+        missing: np.ndarray,
+        sent: tuple[Tensor, Sequence[Tensor]] | None,
+    ) -> bool:
+        """Write hits and ``sent`` rows into ``outs`` in one pass if ``sent`` holds exactly the
+        ``missing`` ids' rows and the rows live on the CPU; say whether it did. Hold the lock."""
+        if sent is None or self.device.type != "cpu" or not slot.capacity:
+            return False
+        sent_ids, sent_rows = sent
+        if sent_ids.numel() != missing.shape[0] or not np.array_equal(sent_ids.numpy(), missing):
+            return False
+        for name, out, rows in zip(attr_names, outs, sent_rows, strict=True):
+            rows = slot.check_rows(name, missing, rows)
+            if out.numel():
+                merge_rows(row_words(_row_bytes(out)), where, row_words(_row_bytes(slot.storage[name])),
+                           row_words(_row_bytes(rows.contiguous())))
+        return True
+
     def _check_into(self, specs: list[AttrSchema], num_ids: int, outs: list[Tensor]) -> None:
         for spec, out in zip(specs, outs, strict=True):
             shape = (num_ids, *spec.shape[1:])
@@ -520,4 +554,4 @@ class FeatureCache:
 
 def _row_bytes(rows: Tensor) -> np.ndarray:
     """A contiguous CPU tensor's rows as bytes (numpy lacks some of torch's dtypes)."""
-    return rows.reshape(rows.shape[0], -1).view(torch.uint8).numpy()
+    return rows.reshape(rows.shape[0], math.prod(rows.shape[1:])).view(torch.uint8).numpy()

@@ -99,10 +99,12 @@ class ExchangeCache(Protocol):
         *,
         into: Sequence[Tensor] | None = None,
         written: np.ndarray | None = None,
+        sent: tuple[Tensor, Sequence[Tensor]] | None = None,
     ) -> CacheRead:
         """Rows of ``ids`` (global) per attr with the hits in place, and the ids still wanted.
         ``into``: tensors to fill (a row per id), of which the rows ``written`` (a mask) already
-        hold theirs."""
+        hold theirs. ``sent``: delivered ids and their rows per attr, placed at once when they
+        are exactly the ids lacking."""
 
     def fill(self, read: CacheRead, rows: Sequence[Tensor]) -> list[Tensor]:
         """The read's rows, with ``rows`` (per attr, a row per wanted id) placed and admitted."""
@@ -329,10 +331,12 @@ class FeatureExchange:
             if self.cache is None:
                 return into  # every row was sent, each at its place: the batch's own arrays
             return _read_through(self.cache, group, names, index, fetch_missing, into=into, written=written)
-        from_delivery = partial(_delivered_rows, delivered.compacted(), names, fetch_missing=fetch_missing)
+        delivered = delivered.compacted()
+        from_delivery = partial(_delivered_rows, delivered, names, fetch_missing=fetch_missing)
         if self.cache is None:
             return from_delivery(index)
-        return _read_through(self.cache, group, names, index, from_delivery)
+        sent = (delivered.ids, [delivered.rows[name] for name in names])
+        return _read_through(self.cache, group, names, index, from_delivery, sent=sent)
 
     def _aligned_rows_written(self, index: Tensor, delivered: ReceivedRows, names: list[str]) -> np.ndarray | None:
         """Which rows of aligned ``delivered`` hold theirs (a mask over ``index``), or ``None``
@@ -374,7 +378,8 @@ def _read_through(
     cache: ExchangeCache, group: Any, names: list[str], ids: Tensor, source: FetchMissing, **placed: Any
 ) -> list[Tensor]:
     """Rows of ``ids`` through ``cache``: it places its hits and names the ids it lacks, ``source``
-    brings their rows, the cache places and keeps them. ``placed``: ``locate``'s ``into``/``written``."""
+    brings their rows, the cache places and keeps them. ``placed``: ``locate``'s ``into``/``written``
+    or ``sent``."""
     read = cache.locate(group, names, ids, **placed)
     wanted = read.wanted
     return cache.fill(read, source(wanted) if wanted.numel() else [])

@@ -8,8 +8,15 @@ takes explicit positions on both sides, so no row is tested in the loop (a test 
 the CPU cannot predict, hit or miss, costs more than a small row's copy).
 Rows are moved as the widest unsigned words that divide them (``row_words``), whatever their
 dtype, so one compiled kernel serves every attr.
+
+``merge_rows`` writes a whole batch from two sources in one pass: a client's cache hits and the
+rows the server sent for the rest. Its destination is written in order, where two passes
+(hits, then the sent rows) each write half of it at scattered places (measured, 26k rows of
+400 bytes, half hits: 2.3 ms against 3.3 ms, 2.6 against 3.8 with the CPU's caches cold).
 """
 from __future__ import annotations
+
+import math
 
 import numba
 import numpy as np
@@ -42,8 +49,30 @@ def copy_rows(dst: np.ndarray, dst_at: np.ndarray, src: np.ndarray, src_at: np.n
             dst[d, k] = src[s, k]
 
 
+@numba.njit(cache=True, nogil=True)
+def merge_rows(dst: np.ndarray, where: np.ndarray, cached: np.ndarray, sent: np.ndarray) -> None:
+    """``dst[i] = cached[where[i]]`` where ``where[i] >= 0``, else ``sent[-1 - where[i]]``
+    (2-D arrays of one dtype, indices in range)."""
+    n, width = where.shape[0], dst.shape[1]
+    step = max(1, _CACHE_LINE // dst.itemsize)
+    for i in range(n):
+        if i + PREFETCH_AHEAD < n:  # sent rows are read in order: only the cached ones wait on memory
+            ahead = where[i + PREFETCH_AHEAD]
+            if ahead >= 0:
+                for k in range(0, width, step):
+                    prefetch(cached, (ahead, k))
+        w = where[i]
+        if w >= 0:
+            for k in range(width):
+                dst[i, k] = cached[w, k]
+        else:
+            r = -1 - w
+            for k in range(width):
+                dst[i, k] = sent[r, k]
+
+
 def row_words(array: np.ndarray) -> np.ndarray:
     """A contiguous array's rows as a 2-D array of the widest unsigned words that fit (a view)."""
-    flat = array.reshape(array.shape[0], -1).view(np.uint8)
+    flat = array.reshape(array.shape[0], math.prod(array.shape[1:])).view(np.uint8)  # -1 fails at 0 rows
     width = next(w for w in (8, 4, 2, 1) if flat.shape[1] % w == 0)
     return flat.view(f"u{width}")

@@ -85,6 +85,37 @@ def test_locate_places_hits_and_names_misses_and_fill_places_and_keeps_them() ->
     assert cache.locate("paper", ["x"], ids).wanted.numel() == 0
 
 
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_rows_sent_for_exactly_the_misses_are_placed_with_the_hits_in_one_read(policy: str) -> None:
+    gen = torch.Generator().manual_seed(3)
+    x = random_features(300, torch.float32, gen)
+    labels = torch.randint(0, 9, (300,), generator=gen)
+    specs = [AttrSchema("paper", "x", "float32", tuple(x.shape)), AttrSchema("paper", "y", "int64", (300,))]
+    cache = FeatureCache(60 * (24 + 8), specs, policy=policy)
+    cache.warm("paper", torch.arange(50), {"x": x[:50], "y": labels[:50]})
+    for _ in range(20):
+        ids = torch.randint(0, 300, (80,), generator=gen)
+        missing = cache.locate("paper", ["x", "y"], ids).wanted  # what a server would have left out
+        read = cache.locate("paper", ["x", "y"], ids, sent=(missing, [x[missing], labels[missing]]))
+        assert read.wanted.numel() == 0
+        out_x, out_y = cache.fill(read, [])
+        assert torch.equal(out_x.view(torch.uint8), x[ids].view(torch.uint8)) and torch.equal(out_y, labels[ids])
+        rows, held = cache.lookup("paper", "x", missing)  # sent rows are admitted as fetched ones are
+        assert torch.equal(rows, x[missing][held]) and bool(held.any()) == (policy != "static" and missing.numel() > 0)
+
+
+def test_rows_sent_for_other_ids_than_the_misses_are_left_and_the_misses_named() -> None:
+    x = torch.arange(100, dtype=torch.float32).view(-1, 1)
+    cache = make_cache(x, 20, "static")
+    cache.warm("paper", torch.arange(10), {"x": x[:10]})
+    ids = torch.tensor([3, 50, 7, 60])
+    read = cache.locate("paper", ["x"], ids, sent=(torch.tensor([60, 50]), [x[[60, 50]]]))  # another order
+    assert read.wanted.tolist() == [50, 60]
+    assert torch.equal(cache.fill(read, [x[read.wanted]])[0], x[ids])
+    with pytest.raises(InvalidRequestError, match=r"rows for \('paper', 'x'\) must be torch.float32"):
+        cache.locate("paper", ["x"], ids, sent=(torch.tensor([50, 60]), [x[[50, 60]].double()]))
+
+
 def test_a_target_that_does_not_fit_is_refused_by_name() -> None:
     x = torch.zeros(10, 3)
     cache = make_cache(x, 5, "lru")
