@@ -207,7 +207,9 @@ class FeatureExchange:
         """The FeatureRequest a sampling RPC carries: ``attrs`` and what not to send.
 
         ``reads_ahead``: batches this process reads before this request's own (a prefetcher's
-        batches in flight); the caches' dynamic rows they would evict are not named.
+        batches in flight); the caches' dynamic rows they would evict are not named. With a CPU
+        cache the rows are asked for aligned (a server aligns them only into a reply segment),
+        so the cache fills its hits around them.
         """
         known: dict[Any, Tensor | IdBitmap] = {}
         hot: dict[NodeType | None, HotPrefix] = {}
@@ -224,7 +226,9 @@ class FeatureExchange:
                 ids = cache.known_ids(group, include_static=not count, include_dynamic=True, reads_ahead=reads_ahead)
                 if ids.numel():
                     known[group] = compact_ids(ids)
-        return feature_request_to_proto(attrs, known, hot, self.wire_dtype)
+        request = feature_request_to_proto(attrs, known, hot, self.wire_dtype)
+        request.aligned = self.cache is not None and self.cache.device.type == "cpu"
+        return request
 
     def deliver(
         self, out: SamplerOutput | HeteroSamplerOutput, rows: list[ReceivedRows], schema: Sequence[AttrSchema] = ()

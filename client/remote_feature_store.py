@@ -14,12 +14,14 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
+from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from gnnstore.client.channel import Connection, as_connection
 from gnnstore.client.feature_exchange import FeatureExchange
+from gnnstore.client.received_rows import ReceivedRows
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
-from gnnstore.proto import feature_pb2
+from gnnstore.proto import feature_pb2, graph_pb2
 from gnnstore.proto.codec import (
     attr_key_to_proto,
     attr_name_to_wire,
@@ -63,6 +65,16 @@ class RemoteFeatureStore(FeatureStore):
     def fetch_rows(self, attrs: list[TensorAttr]) -> list[Tensor]:
         """Rows straight from the server in one MultiGet, past any cache and delivered rows."""
         return self._fetch(attrs)
+
+    def sample_request(self, reads_ahead: int = 0) -> graph_pb2.FeatureRequest:
+        """What a sampling RPC asks for this store's loader: every node attribute's rows (and the
+        edge attributes an ``EdgeFeatures`` added), less those its caches hold (``reads_ahead``:
+        see ``FeatureExchange.request``)."""
+        return self.exchange.request(self.exchange.wanted(self.schema()), reads_ahead)
+
+    def deliver(self, out: SamplerOutput | HeteroSamplerOutput, rows: list[ReceivedRows]) -> None:
+        """Keep the rows a sample brought until the loader asks for them (``FeatureExchange.deliver``)."""
+        self.exchange.deliver(out, rows, self.schema())
 
     def schema(self, *, refresh: bool = False) -> list[AttrSchema]:
         """Every stored attribute with dtype and shape (one RPC, then cached in this object)."""

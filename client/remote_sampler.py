@@ -260,8 +260,7 @@ class RemoteNeighborSampler(BaseSampler):
         ))
         request.options.graph_version = self._pinned_version()
         if self.feature_store is not None:
-            exchange = self.feature_store.exchange
-            request.features.CopyFrom(exchange.request(exchange.wanted(self.feature_store.schema()), reads_ahead))
+            request.features.CopyFrom(self.feature_store.sample_request(reads_ahead))
 
     def _sample(
         self, method: str, request: graph_pb2.SampleFromNodesRequest | graph_pb2.SampleFromEdgesRequest
@@ -272,8 +271,6 @@ class RemoteNeighborSampler(BaseSampler):
         request.accept_data_port = self.connection.use_data_port  # also where the server refuses the segment
         if segment is not None:
             request.reply_segment.CopyFrom(segment.message)
-            if request.HasField("features") and self.feature_store.exchange.cache is not None:
-                request.features.aligned = True  # misses land where the batch needs them, hits go around
         try:
             received = self.connection.call("GraphService", method, request, timeout=self.timeout)
         except BaseException:
@@ -295,7 +292,7 @@ class RemoteNeighborSampler(BaseSampler):
         out = output_from_proto(reply, shared)
         rows = [received_rows_from_proto(r, shared) for r in reply.features]
         if self.feature_store is not None:
-            self.feature_store.exchange.deliver(out, rows, self.feature_store.schema())
+            self.feature_store.deliver(out, rows)
         return out
 
 

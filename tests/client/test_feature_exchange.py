@@ -35,7 +35,8 @@ class WarmRows:
         return 0  # warmed from no ranking
 
     def locate(self, group_name: object, attr_names: list[str], ids: Tensor, *,
-               into: list[Tensor] | None = None, written: np.ndarray | None = None) -> SimpleNamespace:
+               into: list[Tensor] | None = None, written: np.ndarray | None = None,
+               sent: object = None) -> SimpleNamespace:  # sent rows are only offered: the misses are named
         out = list(into) if into is not None else [self.rows[name][ids].clone() for name in attr_names]
         held = ids < self.known
         for o, name in zip(out, attr_names):
@@ -139,3 +140,12 @@ def test_aligned_rows_with_other_ids_than_the_batch_are_not_trusted() -> None:
 
     (x,) = exchange.take([TensorAttr(None, "x", n_id)], fetch)
     assert torch.equal(x, torch.tensor([[40.0], [20.0], [70.0]]))
+
+
+def test_rows_are_asked_for_aligned_only_where_a_cpu_cache_fills_around_them() -> None:
+    spec = SimpleNamespace(group_name=None, attr_name="x", dtype="float32", shape=(100, 4))
+    attrs = [(None, "x")]
+    assert not FeatureExchange().request(attrs).aligned  # no cache: rows one per id
+    assert FeatureExchange(cache=FeatureCache(800, [spec], policy="lru")).request(attrs).aligned
+    off_cpu = FeatureCache(800, [spec], policy="lru", device="meta")  # rows off the CPU: gathered apart
+    assert not FeatureExchange(cache=off_cpu).request(attrs).aligned
