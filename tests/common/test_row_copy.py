@@ -32,7 +32,8 @@ def test_copies_exactly_the_named_rows(shape: tuple[int, ...], dtype: torch.dtyp
 
 
 @pytest.mark.parametrize(
-    ("shape", "dtype"), [((40, 100), torch.float32), ((40,), torch.int64), ((40, 3), torch.uint8), ((40, 7), torch.bfloat16)]
+    ("shape", "dtype"),
+    [((40, 100), torch.float32), ((40,), torch.int64), ((40, 3), torch.uint8), ((40, 7), torch.bfloat16)],
 )
 @pytest.mark.parametrize("count", [0, 1, 3 * PREFETCH_AHEAD + 1])
 def test_merge_writes_each_row_from_the_cache_or_the_sent_rows(
