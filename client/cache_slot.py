@@ -10,6 +10,7 @@ from torch import Tensor
 from gnnstore.client.cache_policy import EvictionPolicy
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto.feature_request import HotPrefix
 
 
 class CacheSlot:
@@ -41,7 +42,7 @@ class CacheSlot:
         self._position_dtype = np.int32 if self.capacity < np.iinfo(np.int32).max else np.int64
         self.id2pos = np.full(max(s.shape[0] for s in specs), -1, dtype=self._position_dtype)
         self.pos2id = np.full(self.capacity, -1, dtype=np.int64)
-        self.warmed_prefix = 0  # the static tier holds the first this-many ids of the warm list
+        self.hot: HotPrefix | None = None  # the leading ids of a hot ranking the static tier holds
         self.last_admitted = 0  # ids the dynamic tier admitted in the latest read
 
     @property
@@ -92,7 +93,7 @@ class CacheSlot:
         """Drop every row of both tiers."""
         self.id2pos.fill(-1)
         self.pos2id.fill(-1)
-        self.warmed_prefix = self.last_admitted = 0
+        self.hot, self.last_admitted = None, 0
         if self.policy is not None:
             self.policy.clear()
 

@@ -10,7 +10,7 @@ from gnnstore.client.channel import DEFAULT_TIMEOUT_S, Connection
 from gnnstore.client.feature_cache import FeatureCache
 from gnnstore.client.feature_exchange import FeatureExchange
 from gnnstore.client.hot_set import warm_hot_set
-from gnnstore.client.remote_feature_store import RemoteFeatureStore
+from gnnstore.client.remote_feature_store import RemoteFeatureStore, tensor_schema
 from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES
@@ -99,10 +99,11 @@ def connect(
     )
     if len(connection.target.servers) > 1:
         connection.check_servers_agree()
-    fs = RemoteFeatureStore(connection, exchange=FeatureExchange(wire_dtype=wire_dtype))
-    gs = RemoteGraphStore(connection)
+    cache = None
     if cache_bytes:
-        node_attrs = [s for s in fs.schema() if not s.is_edge]  # EdgeFeatures caches edge rows
-        fs.exchange.cache = FeatureCache(cache_bytes, node_attrs, policy=cache_policy, device=cache_device)
+        node_attrs = [s for s in tensor_schema(connection) if not s.is_edge]  # EdgeFeatures caches edge rows
+        cache = FeatureCache(cache_bytes, node_attrs, policy=cache_policy, device=cache_device)
+    fs = RemoteFeatureStore(connection, exchange=FeatureExchange(cache, wire_dtype=wire_dtype))
+    if cache is not None:
         warm_hot_set(fs)
-    return fs, gs
+    return fs, RemoteGraphStore(connection)

@@ -44,6 +44,7 @@ from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.cpu_prefetch import prefetch
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
 from gnnstore.common.row_copy import copy_rows, merge_rows, row_words
+from gnnstore.proto.feature_request import HotPrefix
 
 logger = logging.getLogger(__name__)
 
@@ -362,12 +363,15 @@ class FeatureCache:
         with self._lock:
             return self._store(slot, uniq, rows)
 
-    def warm(self, group_name: Any, ids: Tensor | np.ndarray, rows: Mapping[str, Tensor]) -> int:
+    def warm(
+        self, group_name: Any, ids: Tensor | np.ndarray, rows: Mapping[str, Tensor], *, ranking: str | None = None
+    ) -> int:
         """Empty the slot and fill its static tier with ``ids`` (global, hottest first).
 
         ``rows`` holds every cached attr's rows of ``ids``. Ids beyond the static tier's
         capacity are dropped. Under a policy without a static tier the rows go to the dynamic
-        tier instead. Returns how many nodes were stored.
+        tier instead. ``ranking``: the snapshot whose hot ranking ``ids`` lead, so that
+        ``hot_prefix`` names them. Returns how many nodes were stored.
         """
         slot = self._slot(group_name)
         ids = slot.check_ids(ids)
@@ -386,7 +390,8 @@ class FeatureCache:
             for name, r in rows.items():
                 slot.storage[name][: keep.shape[0]] = r[torch.from_numpy(keep)].to(self.device)
             apart = np.flatnonzero(keep != np.arange(keep.shape[0]))  # a repeated id ends the prefix
-            slot.warmed_prefix = int(apart[0]) if apart.size else int(keep.shape[0])
+            prefix = int(apart[0]) if apart.size else int(keep.shape[0])
+            slot.hot = HotPrefix(prefix, ranking) if ranking is not None and prefix else None
         logger.info("feature cache: warmed node type %r with %d nodes", group_name, keep.shape[0])
         return int(keep.shape[0])
 
@@ -418,14 +423,14 @@ class FeatureCache:
         slot = self._slots.get(group_name)
         return 0 if slot is None else slot.static_rows
 
-    def warmed_prefix(self, group_name: Any) -> int:
-        """How many leading ids of the last ``warm`` list the static tier of ``group_name`` holds.
+    def hot_prefix(self, group_name: Any) -> HotPrefix | None:
+        """The leading ids of the server's hot ranking that the static tier of ``group_name``
+        holds (how many, and the ranking's snapshot), if it was warmed with a ``ranking``.
 
-        A client warmed from the server's hot ranking sends this count instead of the ids; it
-        drops to 0 after ``clear()``.
+        A sampling request names this prefix instead of the ids; ``clear()`` forgets it.
         """
         slot = self._slots.get(group_name)
-        return 0 if slot is None else slot.warmed_prefix
+        return None if slot is None else slot.hot
 
     def groups(self) -> list[Any]:
         """The node types cached, in the order the attrs were given."""

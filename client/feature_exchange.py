@@ -13,11 +13,12 @@ brings their rows (from the delivery, else one fetch), and hands them to the cac
 and keep. If the cache also offers ``known_ids(group_name, include_static=...,
 include_dynamic=...) -> Tensor`` (global ids it holds for every attr of the group), the
 request tells the server to leave those rows out, so only misses travel. A static tier
-warmed from the server's hot ranking (``hot``, filled by ``client.hot_set.warm_hot_set``) is
-named by its length instead of its ids: a few bytes per request rather than 4 per cached node.
+warmed from the server's hot ranking (the cache's ``hot_prefix``, noted by
+``client.hot_set.warm_hot_set``) is named by its length instead of its ids: a few bytes per
+request rather than 4 per cached node.
 
-With a cache, rows that come through a shared-memory reply segment are *aligned* (the
-sampler asks for that whenever it offers a segment and the exchange has a cache): each sits
+With a CPU cache, rows that come through a shared-memory reply segment are *aligned* (the
+request asks for that; a server aligns rows only into a segment): each sits
 at its node's position in a tensor with a row per sampled node, and the cache writes its hits
 into the rows around them, so those tensors become the batch's own and no delivered row is
 copied on the trainer.
@@ -88,8 +89,8 @@ class ExchangeCache(Protocol):
         """Global ids held in the named tiers, for a request to leave out (``reads_ahead``: batches
         read before this one's, whose evictions are not named)."""
 
-    def warmed_prefix(self, group_name: Any) -> int:
-        """How many leading ids of the server's hot ranking the static tier holds."""
+    def hot_prefix(self, group_name: Any) -> HotPrefix | None:
+        """The leading ids of the server's hot ranking the static tier holds (``None``: none)."""
 
     def locate(
         self,
@@ -157,8 +158,6 @@ class FeatureExchange:
 
     Args:
         cache: an optional row cache consulted before delivered rows (see the module doc).
-        hot: node type → the prefix of the server's hot ranking the cache's static tier was
-            warmed with.
         edge_attrs: edge attribute names to bring with each sample (``None``: none; set by
             ``EdgeFeatures``, which takes them).
         edge_cache: an optional row cache of edge rows by edge group (set by ``EdgeFeatures``).
@@ -170,13 +169,11 @@ class FeatureExchange:
     def __init__(
         self,
         cache: ExchangeCache | None = None,
-        hot: dict[NodeType | None, HotPrefix] | None = None,
         edge_attrs: frozenset[str | None] | None = None,
         edge_cache: FeatureCache | None = None,
         wire_dtype: torch.dtype | str | None = None,
     ) -> None:
         self.cache = cache
-        self.hot = dict(hot or {})
         self.edge_attrs = edge_attrs
         self.edge_cache = edge_cache
         self.wire_dtype = None if wire_dtype is None else getattr(torch, wire_dtype_name(wire_dtype))
@@ -188,13 +185,13 @@ class FeatureExchange:
     def __getstate__(self) -> dict[str, Any]:
         # Deliveries belong to the process that sampled them; the lock cannot be pickled.
         return {
-            "cache": self.cache, "hot": self.hot, "edge_attrs": self.edge_attrs, "edge_cache": self.edge_cache,
+            "cache": self.cache, "edge_attrs": self.edge_attrs, "edge_cache": self.edge_cache,
             "wire_dtype": self.wire_dtype,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(
-            state["cache"], state.get("hot"), state.get("edge_attrs"), state.get("edge_cache"), state.get("wire_dtype")
+            state["cache"], state.get("edge_attrs"), state.get("edge_cache"), state.get("wire_dtype")
         )
 
     def wanted(self, schema: Sequence[AttrSchema]) -> list[tuple[Any, str | None]]:
@@ -218,10 +215,10 @@ class FeatureExchange:
             if is_edge_group(group):
                 cache = self._edge_cache_of(group, names)
             else:
-                cache, prefix = self.cache, self.hot.get(group)
-                count = 0 if prefix is None or cache is None else min(prefix.count, cache.warmed_prefix(group))
-                if count:
-                    hot[group] = HotPrefix(count, prefix.snapshot_id)
+                cache = self.cache
+                prefix = None if cache is None else cache.hot_prefix(group)
+                if prefix is not None:
+                    hot[group], count = prefix, prefix.count
             if cache is not None:
                 ids = cache.known_ids(group, include_static=not count, include_dynamic=True, reads_ahead=reads_ahead)
                 if ids.numel():

@@ -2,8 +2,8 @@
 
 ``warm_hot_set(fs)`` asks the server (GraphService.HotNodes) for the top nodes of each cached
 node type, as many as the static tier holds, reads their rows in bulk MultiGets past the cache,
-and warms the cache with them. The exchange then names the hot set in every sampling request by
-its length and the snapshot its ranking was computed from, so the server leaves those rows out.
+and warms the cache with them, noting the ranking's snapshot. The exchange then names the hot set
+in every sampling request by its length and that snapshot, so the server leaves those rows out.
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ under a tight memory limit builds each reply two or three times over)."""
 
 
 def warm_hot_set(fs: RemoteFeatureStore) -> dict[NodeType | None, HotPrefix]:
-    """Warm ``fs.cache``'s static tier from the server's out-degree ranking; return what it holds.
+    """Warm ``fs.cache``'s static tier from the server's out-degree ranking; return what it holds
+    (the cache keeps it too: ``hot_prefix``).
 
     A server without a topology snapshot (live Neo4j sampling) has no ranking: the static tier
     stays empty, a warning is logged, and the dynamic tier still caches.
@@ -56,10 +57,11 @@ def warm_hot_set(fs: RemoteFeatureStore) -> dict[NodeType | None, HotPrefix]:
             continue
         ids = ids_from_proto(reply.ids, "hot node ids")
         names = cache.attr_names(group)
-        cache.warm(group, ids, dict(zip(names, _rows(fs, group, names, ids))))
-        hot[group] = HotPrefix(cache.warmed_prefix(group), reply.snapshot_id)
-        logger.info("hot set of node type %r: %d nodes (ranking of snapshot %s)", group, hot[group].count, reply.snapshot_id)
-    fs.exchange.hot = hot
+        cache.warm(group, ids, dict(zip(names, _rows(fs, group, names, ids))), ranking=reply.snapshot_id)
+        prefix = cache.hot_prefix(group)
+        if prefix is not None:
+            hot[group] = prefix
+            logger.info("hot set of node type %r: %d nodes (ranking of snapshot %s)", group, prefix.count, reply.snapshot_id)
     return hot
 
 

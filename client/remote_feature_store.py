@@ -36,6 +36,12 @@ logger = logging.getLogger(__name__)
 SERVICE = "FeatureService"
 
 
+def tensor_schema(connection: Connection) -> list[AttrSchema]:
+    """Every attribute the server stores, with dtype and shape (one RPC)."""
+    reply = connection.call(SERVICE, "ListTensorAttrs", feature_pb2.ListTensorAttrsRequest())
+    return [attr_schema_from_proto(s) for s in reply.attrs]
+
+
 class RemoteFeatureStore(FeatureStore):
     """PyG FeatureStore whose rows live on a gnnstore server; safe to pickle into workers.
 
@@ -79,8 +85,7 @@ class RemoteFeatureStore(FeatureStore):
     def schema(self, *, refresh: bool = False) -> list[AttrSchema]:
         """Every stored attribute with dtype and shape (one RPC, then cached in this object)."""
         if self._schema is None or refresh:
-            reply = self.connection.call(SERVICE, "ListTensorAttrs", feature_pb2.ListTensorAttrsRequest())
-            self._schema = [attr_schema_from_proto(s) for s in reply.attrs]
+            self._schema = tensor_schema(self.connection)
         return self._schema
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from served import ServerProcess, requests_made
 from torch import Tensor
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import Data, HeteroData, TensorAttr
 from torch_geometric.loader import NodeLoader
 
 from gnnstore.client import (
@@ -24,6 +24,7 @@ from gnnstore.client.prefetch import THREAD_NAME
 from gnnstore.common.errors import InvalidRequestError
 from gnnstore.proto import graph_pb2
 from gnnstore.proto.codec import node_type_to_proto
+from gnnstore.proto.feature_request import HotPrefix
 from gnnstore.proto.tensor_codec import ids_from_proto
 
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
@@ -116,8 +117,7 @@ def test_the_hot_set_is_the_top_out_degree_nodes_and_saves_bytes(
 ) -> None:
     fs, gs = connect(homo_server.address, cache_bytes=100 * ROW_BYTES, cache_policy="static")
     expected = hottest(homo_graph.edge_index, homo_graph.num_nodes)[:100]
-    assert fs.exchange.hot[None].count == 100
-    assert fs.exchange.hot[None].snapshot_id == server_info(homo_server.address).snapshot_id
+    assert fs.cache.hot_prefix(None) == HotPrefix(100, server_info(homo_server.address).snapshot_id)
     assert torch.equal(torch.sort(fs.cache.known_ids(None)).values, torch.sort(expected).values)
     plain_fs, plain_gs = connect(homo_server.address)
     sent = []
@@ -165,7 +165,11 @@ def test_a_stale_or_foreign_hot_prefix_is_ignored_and_rows_stay_exact(
     homo_server: ServerProcess, homo_graph: Data
 ) -> None:
     fs, gs = connect(homo_server.address, cache_bytes=100 * ROW_BYTES, cache_policy="static")
-    fs.exchange.hot[None] = type(fs.exchange.hot[None])(100, "another-version")
+    hot = fs.cache.known_ids(None)  # warmed again with the same rows, as if ranked by another snapshot
+    names = fs.cache.attr_names(None)
+    fs.cache.warm(None, hot, dict(zip(names, fs.fetch_rows([TensorAttr(None, n, hot) for n in names]))),
+                  ranking="another-version")
+    assert fs.cache.hot_prefix(None).snapshot_id == "another-version"
     for batch in loader(fs, gs, torch.arange(0, 400, 4)):
         assert torch.equal(batch.x, homo_graph.x[batch.n_id])
     assert fs.exchange.fetched_rows == 0  # the server sent every row; hits were still served
@@ -176,7 +180,7 @@ def test_hetero_batches_are_exact_with_a_cache(
     hetero_server: ServerProcess, hetero_graph: HeteroData
 ) -> None:
     fs, gs = connect(hetero_server.address, cache_bytes=4000, cache_policy="static+sieve")
-    assert set(fs.exchange.hot) == {"paper", "author", "institution"}
+    assert {t for t in fs.cache.groups() if fs.cache.hot_prefix(t)} == {"paper", "author", "institution"}
     sampler = RemoteNeighborSampler(fs, [3, 2], feature_store=fs)
     delivered_nodes = []
     deliver = fs.exchange.deliver

@@ -10,6 +10,7 @@ import torch
 from gnnstore.client.feature_cache import POLICY_NAMES, FeatureCache
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
+from gnnstore.proto.feature_request import HotPrefix
 
 
 class Source:
@@ -114,6 +115,21 @@ def test_rows_sent_for_other_ids_than_the_misses_are_left_and_the_misses_named()
     assert torch.equal(cache.fill(read, [x[read.wanted]])[0], x[ids])
     with pytest.raises(InvalidRequestError, match=r"rows for \('paper', 'x'\) must be torch.float32"):
         cache.locate("paper", ["x"], ids, sent=(torch.tensor([50, 60]), [x[[50, 60]].double()]))
+
+
+def test_the_hot_prefix_is_the_warmed_ranking_up_to_a_repeat_and_forgotten_on_clear() -> None:
+    x = torch.arange(100, dtype=torch.float32).view(-1, 1)
+    cache = make_cache(x, 20, "static+sieve")  # a static tier of 10 rows
+    assert cache.hot_prefix("paper") is None and cache.hot_prefix("author") is None
+    cache.warm("paper", torch.arange(30), {"x": x[:30]}, ranking="snap-1")
+    assert cache.hot_prefix("paper") == HotPrefix(10, "snap-1")  # as many as the tier holds
+    cache.warm("paper", torch.tensor([4, 5, 4, 6]), {"x": x[[4, 5, 4, 6]]}, ranking="snap-1")
+    assert cache.hot_prefix("paper") == HotPrefix(2, "snap-1")  # the repeat ends the prefix
+    cache.warm("paper", torch.arange(10), {"x": x[:10]})
+    assert cache.hot_prefix("paper") is None  # warmed from no ranking: the ids must be named
+    cache.warm("paper", torch.arange(10), {"x": x[:10]}, ranking="snap-2")
+    cache.clear()
+    assert cache.hot_prefix("paper") is None
 
 
 def test_a_target_that_does_not_fit_is_refused_by_name() -> None:

@@ -31,8 +31,8 @@ class WarmRows:
     def known_ids(self, group_name: object, **tiers: bool) -> Tensor:
         return torch.arange(self.known)
 
-    def warmed_prefix(self, group_name: object) -> int:
-        return 0  # warmed from no ranking
+    def hot_prefix(self, group_name: object) -> None:
+        return None  # warmed from no ranking
 
     def locate(self, group_name: object, attr_names: list[str], ids: Tensor, *,
                into: list[Tensor] | None = None, written: np.ndarray | None = None,
