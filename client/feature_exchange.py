@@ -287,10 +287,13 @@ class FeatureExchange:
         for group, ids in e_ids.items():
             group_names, ids = names[group], ids.long()
             source = fetch_missing = _group_fetcher(fetch, group, group_names)
+            sent = None
             if delivery is not None:
-                source = partial(_delivered_rows, delivery.rows[group], group_names, fetch_missing=fetch_missing)
+                delivered = delivery.rows[group]
+                source = partial(_delivered_rows, delivered, group_names, fetch_missing=fetch_missing)
+                sent = (delivered.ids, [delivered.rows[name] for name in group_names])
             cache = self._edge_cache_of(group, group_names)
-            rows = source(ids) if cache is None else _read_through(cache, group, group_names, ids, source)
+            rows = source(ids) if cache is None else _read_through(cache, group, group_names, ids, source, sent=sent)
             out[group] = dict(zip(group_names, rows))
         return out
 
