@@ -104,6 +104,26 @@ def _locate(
     return where, hits[:num_hits], missing[:num_missing]
 
 
+def _rows_in_order(ids: np.ndarray, sent: np.ndarray) -> np.ndarray | None:
+    """The position in ``sent`` of each of ``ids``, when ``ids`` is a subsequence of ``sent``
+    (both in order of first appearance in one batch), else ``None``."""
+    row_of = np.empty(ids.shape[0], dtype=np.int64)
+    return row_of if _find_in_order(ids, sent, row_of) else None
+
+
+@numba.njit(cache=True, nogil=True)
+def _find_in_order(ids: np.ndarray, sent: np.ndarray, row_of: np.ndarray) -> bool:
+    j = 0
+    for r in range(ids.shape[0]):
+        while j < sent.shape[0] and sent[j] != ids[r]:
+            j += 1
+        if j == sent.shape[0]:
+            return False
+        row_of[r] = j
+        j += 1
+    return True
+
+
 @dataclass(frozen=True)
 class CacheStats:
     """Hits and misses (distinct ids per call) over one window, per tier."""
@@ -252,10 +272,10 @@ class FeatureCache:
         ``into`` (one CPU tensor per attr with a row per id, on a CPU cache) receives the rows
         instead of new tensors; ``written`` (a mask over ``ids``) says which of its rows already
         hold theirs, e.g. aligned rows from the server; those ids are not wanted.
-        ``sent``: rows already here (distinct ids, and per attr a row per id), e.g. delivered
-        with the sample. When they are exactly the rows the cache lacks, a CPU cache writes
-        them and its hits in one pass (``merge_rows``) and nothing is wanted; else they are
-        ignored.
+        ``sent``: rows already here (distinct ids in order of first appearance in ``ids``, and
+        per attr a row per id), e.g. delivered with the sample. When they hold the rows of
+        every id the cache lacks, a CPU cache writes them and its hits in one pass
+        (``merge_rows``) and nothing is wanted; else they are ignored.
 
         Raises:
             InvalidRequestError: negative ids, an ``into`` that does not match, or ``sent``
@@ -504,15 +524,22 @@ class FeatureCache:
         missing: np.ndarray,
         sent: tuple[Tensor, Sequence[Tensor]] | None,
     ) -> bool:
-        """Write hits and ``sent`` rows into ``outs`` in one pass if ``sent`` holds exactly the
-        ``missing`` ids' rows and the rows live on the CPU; say whether it did. Hold the lock."""
+        """Write hits and ``sent`` rows into ``outs`` in one pass if ``sent`` holds the rows of
+        every ``missing`` id and the rows live on the CPU; say whether it did. Hold the lock."""
         if sent is None or self.device.type != "cpu" or not slot.capacity:
             return False
         sent_ids, sent_rows = sent
-        if sent_ids.numel() != missing.shape[0] or not np.array_equal(sent_ids.numpy(), missing):
-            return False
+        sent_ids = sent_ids.numpy()
+        if not np.array_equal(sent_ids, missing):
+            # Rows admitted since the request was made were sent too: fine, if every missing id was.
+            row_of = _rows_in_order(missing, sent_ids)
+            if row_of is None:
+                return False
+            where = where.copy()
+            lacking = where < 0
+            where[lacking] = -1 - row_of[-1 - where[lacking]]
         for name, out, rows in zip(attr_names, outs, sent_rows, strict=True):
-            rows = slot.check_rows(name, missing, rows)
+            rows = slot.check_rows(name, sent_ids, rows)
             if out.numel():
                 merge_rows(row_words(_row_bytes(out)), where, row_words(_row_bytes(slot.storage[name])),
                            row_words(_row_bytes(rows.contiguous())))

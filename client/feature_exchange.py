@@ -105,7 +105,7 @@ class ExchangeCache(Protocol):
         """Rows of ``ids`` (global) per attr with the hits in place, and the ids still wanted.
         ``into``: tensors to fill (a row per id), of which the rows ``written`` (a mask) already
         hold theirs. ``sent``: delivered ids and their rows per attr, placed at once when they
-        are exactly the ids lacking."""
+        cover the ids lacking."""
 
     def fill(self, read: CacheRead, rows: Sequence[Tensor]) -> list[Tensor]:
         """The read's rows, with ``rows`` (per attr, a row per wanted id) placed and admitted."""

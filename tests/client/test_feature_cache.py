@@ -105,12 +105,24 @@ def test_rows_sent_for_exactly_the_misses_are_placed_with_the_hits_in_one_read(p
         assert torch.equal(rows, x[missing][held]) and bool(held.any()) == (policy != "static" and missing.numel() > 0)
 
 
+def test_rows_sent_for_more_ids_than_the_misses_serve_them_in_the_same_pass() -> None:
+    x = torch.arange(100, dtype=torch.float32).view(-1, 1)
+    cache = make_cache(x, 20, "static")
+    cache.warm("paper", torch.arange(10), {"x": x[:10]})
+    ids = torch.tensor([3, 50, 7, 60, 50, 4])
+    sent = torch.tensor([3, 50, 7, 60])  # 3 and 7 were sent too (the cache took them in since the request)
+    read = cache.locate("paper", ["x"], ids, sent=(sent, [x[sent]]))
+    assert read.wanted.numel() == 0 and torch.equal(cache.fill(read, [])[0], x[ids])
+
+
 def test_rows_sent_for_other_ids_than_the_misses_are_left_and_the_misses_named() -> None:
     x = torch.arange(100, dtype=torch.float32).view(-1, 1)
     cache = make_cache(x, 20, "static")
     cache.warm("paper", torch.arange(10), {"x": x[:10]})
     ids = torch.tensor([3, 50, 7, 60])
     read = cache.locate("paper", ["x"], ids, sent=(torch.tensor([60, 50]), [x[[60, 50]]]))  # another order
+    assert read.wanted.tolist() == [50, 60]
+    read = cache.locate("paper", ["x"], ids, sent=(torch.tensor([3, 50]), [x[[3, 50]]]))  # 60 evicted: not sent
     assert read.wanted.tolist() == [50, 60]
     assert torch.equal(cache.fill(read, [x[read.wanted]])[0], x[ids])
     with pytest.raises(InvalidRequestError, match=r"rows for \('paper', 'x'\) must be torch.float32"):
