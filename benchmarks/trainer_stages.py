@@ -5,8 +5,8 @@ both sides of that ratio into their stages, each as the CPU time of the thread t
 (``time.thread_time``), so the next change knows what it moves. A generated power-law graph
 (default 100k nodes, 2.5M edges, 100 float32 features) is ingested and served by a real
 ``gnnstore serve`` child; the trainer is a PyG ``NodeLoader`` (1024 seeds a batch, fanouts
-[15, 10]) with a static cache of 20% of the feature bytes and prefetch 2, socket only (the
-data port; no shared memory), as across hosts. The engine is gnnstore's sampler in-process
+[15, 10]) with a cache of 20% of the feature bytes (``--policy``, default static) and prefetch
+2, socket only (the data port; no shared memory), as across hosts. The engine is gnnstore's sampler in-process
 over the same tensors.
 
 Stages nest: ``sample`` holds ``gRPC call`` and ``data port receive``; ``assemble`` (PyG's
@@ -47,7 +47,7 @@ from gnnstore.backend.server.server_process import ServerProcess
 from gnnstore.client import Prefetcher, RemoteNeighborSampler, connect
 from gnnstore.client.channel import Connection
 from gnnstore.client.data_port import DataPortClient
-from gnnstore.client.feature_cache import FeatureCache
+from gnnstore.client.feature_cache import POLICY_NAMES, FeatureCache
 from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.data_dir import open_stores
@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--policy", default="static", choices=POLICY_NAMES, help="the trainer's cache policy")
     args = parser.parse_args()
     graph = generate_graph(args.nodes, args.avg_degree, args.dim, 10, seed=1, out_degree_exponent=2.1)
     seeds = torch.randperm(args.nodes, generator=torch.Generator().manual_seed(1))
@@ -123,7 +124,7 @@ def main() -> None:
             fs, _ = connect(server.address, shared_memory=False)
             cache_bytes = int(0.2 * sum(s.row_bytes * s.shape[0] for s in fs.schema()))
             fs.connection.close()
-            fs, gs = connect(server.address, cache_bytes=cache_bytes, cache_policy="static", shared_memory=False)
+            fs, gs = connect(server.address, cache_bytes=cache_bytes, cache_policy=args.policy, shared_memory=False)
             remote = Prefetcher(NodeLoader((fs, gs), node_sampler=RemoteNeighborSampler(fs, [15, 10], feature_store=fs),
                                            input_nodes=seeds, batch_size=1024), depth=2)
             for _ in range(args.rounds):
@@ -151,13 +152,15 @@ def main() -> None:
     for name, values in figures.items():
         table.append(f"| {name} | {', '.join(f'{v:.2f}' for v in values)} | {sorted(values)[len(values) // 2]:.2f} |")
     body = (f"{args.nodes:,} nodes, ~{int(args.nodes * args.avg_degree):,} edges, {args.dim} float32 features; "
-            f"1024 seeds a batch, fanouts [15, 10]; remote: static cache of 20% of the feature bytes, prefetch 2, "
-            f"socket only. {args.batches} batches a round after {args.warmup} warm-up; stages are the CPU time of "
+            f"1024 seeds a batch, fanouts [15, 10]; remote: {args.policy} cache of 20% of the feature bytes, "
+            f"prefetch 2, socket only. {args.batches} batches a round after {args.warmup} warm-up; stages are the CPU time of "
             "the thread that ran them.\n\n" + "\n".join(table) + "\n\nTrainer process CPU ÷ engine process CPU, "
             f"each round: {', '.join(f'{r:.2f}×' for r in ratio)} (the issue's target: 0.35×); against the "
             f"engine on one torch thread: {', '.join(f'{r:.2f}×' for r in alone)}.\n")
-    print(write_page("trainer_stages", "Where a remote batch's CPU goes on the trainer",
-                     "python -m benchmarks.trainer_stages", body))
+    default = args.policy == "static"
+    print(write_page("trainer_stages" if default else f"trainer_stages-{args.policy.replace('+', '-')}",
+                     f"Where a remote batch's CPU goes on the trainer{'' if default else f' ({args.policy} cache)'}",
+                     "python -m benchmarks.trainer_stages" + ("" if default else f" --policy {args.policy}"), body))
 
 
 if __name__ == "__main__":
