@@ -153,10 +153,10 @@ def main() -> None:
         table.append(f"| {name} | {', '.join(f'{v:.2f}' for v in values)} | {sorted(values)[len(values) // 2]:.2f} |")
     body = (f"{args.nodes:,} nodes, ~{int(args.nodes * args.avg_degree):,} edges, {args.dim} float32 features; "
             f"1024 seeds a batch, fanouts [15, 10]; remote: {args.policy} cache of 20% of the feature bytes, "
-            f"prefetch 2, socket only. {args.batches} batches a round after {args.warmup} warm-up; stages are the CPU time of "
-            "the thread that ran them.\n\n" + "\n".join(table) + "\n\nTrainer process CPU ÷ engine process CPU, "
-            f"each round: {', '.join(f'{r:.2f}×' for r in ratio)} (the issue's target: 0.35×); against the "
-            f"engine on one torch thread: {', '.join(f'{r:.2f}×' for r in alone)}.\n")
+            f"prefetch 2, socket only. {args.batches} batches a round after {args.warmup} warm-up; stages are the "
+            "CPU time of the thread that ran them.\n\n" + "\n".join(table) + "\n\nTrainer process CPU ÷ engine "
+            f"process CPU, each round: {', '.join(f'{r:.2f}×' for r in ratio)} (the issue's target: 0.35×); "
+            f"against the engine on one torch thread: {', '.join(f'{r:.2f}×' for r in alone)}.\n")
     default = args.policy == "static"
     print(write_page("trainer_stages" if default else f"trainer_stages-{args.policy.replace('+', '-')}",
                      f"Where a remote batch's CPU goes on the trainer{'' if default else f' ({args.policy} cache)'}",
