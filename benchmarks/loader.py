@@ -219,10 +219,15 @@ def disk_reads(process: psutil.Process) -> tuple[int, int]:
     return int(fields[9]), process.io_counters().read_bytes
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory (VmHWM; ``ru_maxrss`` would include the spawning parent's)."""
-    status = Path("/proc/self/status").read_text()
-    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM")) / 1024
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """A process's peak resident memory in MB (VmHWM: its own and mapped file pages; ``ru_maxrss``
+    would include the spawning parent's); this process's by default, NaN once it has exited."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return float("nan")
+    kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
+    return float("nan") if kib is None else kib / 1024
 
 
 def split_cores() -> tuple[set[int], set[int]]:

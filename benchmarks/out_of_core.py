@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from benchmarks import memory_cgroup
-from benchmarks.loader import Phase, Result, in_fresh_process
+from benchmarks.loader import Phase, Result, in_fresh_process, peak_rss_mb
 from benchmarks.results_page import write_page
 from gnnstore.backend.features.feature_tier import CURRENT, TierSnapshot
 from gnnstore.backend.server.server_process import ServerProcess
@@ -110,7 +110,7 @@ def run(
                                               server_pid=server.proc.pid), seeds)
         except Exception as exc:  # the server killed for memory: the trainer's calls fail
             print(f"{name}: the trainer failed: {exc}", flush=True)
-        peak = peak_resident_gib(server.proc.pid)
+        peak = peak_rss_mb(server.proc.pid) / 1024  # GiB
         asked = time.perf_counter()
         server.stop()
         stopped = time.perf_counter() - asked
@@ -119,17 +119,6 @@ def run(
         if cgroup is not None:
             cgroup.close()
     return result, peak, stopped, kills, said
-
-
-def peak_resident_gib(pid: int) -> float:
-    """A running process's peak resident memory (``VmHWM``: its own and mapped file pages), in
-    GiB; NaN once it has exited."""
-    try:
-        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    except OSError:
-        return float("nan")
-    kib = next((int(line.split()[1]) for line in lines if line.startswith("VmHWM:")), None)
-    return float("nan") if kib is None else kib / 2**20
 
 
 def table(
