@@ -99,11 +99,12 @@ def connect(
     )
     if len(connection.target.servers) > 1:
         connection.check_servers_agree()
-    cache = None
+    cache = schema = None
     if cache_bytes:
-        node_attrs = [s for s in tensor_schema(connection) if not s.is_edge]  # EdgeFeatures caches edge rows
+        schema = tensor_schema(connection)
+        node_attrs = [s for s in schema if not s.is_edge]  # EdgeFeatures caches edge rows
         cache = FeatureCache(cache_bytes, node_attrs, policy=cache_policy, device=cache_device)
-    fs = RemoteFeatureStore(connection, exchange=FeatureExchange(cache, wire_dtype=wire_dtype))
+    fs = RemoteFeatureStore(connection, exchange=FeatureExchange(cache, wire_dtype=wire_dtype), schema=schema)
     if cache is not None:
         warm_hot_set(fs)
     return fs, RemoteGraphStore(connection)

@@ -49,13 +49,18 @@ class RemoteFeatureStore(FeatureStore):
         connection: a :class:`Connection`, or a ``"host:port"`` address to open one for.
         exchange: the seam through which a :class:`RemoteNeighborSampler` hands over rows it
             fetched with a sample (a new one by default).
+        schema: the server's attributes if already read (``tensor_schema``), so the first
+            ``schema()`` makes no call.
     """
 
-    def __init__(self, connection: Connection | str, *, exchange: FeatureExchange | None = None) -> None:
+    def __init__(
+        self, connection: Connection | str, *, exchange: FeatureExchange | None = None,
+        schema: list[AttrSchema] | None = None,
+    ) -> None:
         super().__init__()
         self.connection = as_connection(connection)
         self.exchange = exchange if exchange is not None else FeatureExchange()
-        self._schema: list[AttrSchema] | None = None
+        self._schema = schema
 
     def __repr__(self) -> str:
         return f"RemoteFeatureStore({self.connection.address!r})"

@@ -28,6 +28,7 @@ from gnnstore.proto.feature_request import HotPrefix
 from gnnstore.proto.tensor_codec import ids_from_proto
 
 SAMPLE = "/gnnstore.v1.GraphService/SampleFromNodes"
+LIST_ATTRS = "/gnnstore.v1.FeatureService/ListTensorAttrs"
 MULTI_GET = "/gnnstore.v1.FeatureService/MultiGet"
 ROW_BYTES = 8 * 4 + 8 + 3  # x (8 float32), y (int64) and three bool masks of the homo graph
 
@@ -39,9 +40,10 @@ def hottest(edge_index: Tensor, num_nodes: int) -> Tensor:
 
 
 def reply_bytes(address: str) -> int:
-    """Bytes of sampling replies so far, through the socket or clients' shared memory."""
-    stats = server_stats(address)[SAMPLE]
-    return stats.bytes_sent + stats.bytes_shared
+    """Bytes of sampling replies so far, through the socket or clients' shared memory (0 before
+    the server's first sampling call)."""
+    stats = server_stats(address).get(SAMPLE)
+    return 0 if stats is None else stats.bytes_sent + stats.bytes_shared
 
 
 def loader(fs: RemoteFeatureStore, gs: object, seeds: Tensor, **kwargs: object) -> NodeLoader:
@@ -115,7 +117,9 @@ def test_a_batch_naming_a_seed_twice_stays_exact(
 def test_the_hot_set_is_the_top_out_degree_nodes_and_saves_bytes(
     homo_server: ServerProcess, homo_graph: Data
 ) -> None:
+    schema_calls = requests_made(homo_server.address, LIST_ATTRS)
     fs, gs = connect(homo_server.address, cache_bytes=100 * ROW_BYTES, cache_policy="static")
+    assert requests_made(homo_server.address, LIST_ATTRS) - schema_calls == 1  # the cache's schema serves the store
     expected = hottest(homo_graph.edge_index, homo_graph.num_nodes)[:100]
     assert fs.cache.hot_prefix(None) == HotPrefix(100, server_info(homo_server.address).snapshot_id)
     assert torch.equal(torch.sort(fs.cache.known_ids(None)).values, torch.sort(expected).values)
