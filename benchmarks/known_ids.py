@@ -37,7 +37,7 @@ def main() -> None:
     known = cache.known_ids(None, include_static=False, include_dynamic=True)
     as_list = feature_request_to_proto([(None, "x")], {None: known}).ByteSize()
     started = time.perf_counter()
-    sent = FeatureExchange(cache).request([(None, "x")]).ByteSize()
+    sent = FeatureExchange(lambda attrs: [rows[a.index] for a in attrs], cache).request([(None, "x")]).ByteSize()
     print(f"{known.numel():,} dynamic ids of {n:,} nodes known: {as_list / 1e3:.0f} kB as a list, "
           f"{sent / 1e3:.0f} kB as sent ({as_list / sent:.1f}x smaller; request built in "
           f"{(time.perf_counter() - started) * 1e3:.1f} ms)")

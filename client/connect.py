@@ -8,7 +8,6 @@ import torch
 
 from gnnstore.client.channel import DEFAULT_TIMEOUT_S, Connection
 from gnnstore.client.feature_cache import FeatureCache
-from gnnstore.client.feature_exchange import FeatureExchange
 from gnnstore.client.hot_set import warm_hot_set
 from gnnstore.client.remote_feature_store import RemoteFeatureStore, tensor_schema
 from gnnstore.client.remote_graph_store import RemoteGraphStore
@@ -104,7 +103,7 @@ def connect(
         schema = tensor_schema(connection)
         node_attrs = [s for s in schema if not s.is_edge]  # EdgeFeatures caches edge rows
         cache = FeatureCache(cache_bytes, node_attrs, policy=cache_policy, device=cache_device)
-    fs = RemoteFeatureStore(connection, exchange=FeatureExchange(cache, wire_dtype=wire_dtype), schema=schema)
+    fs = RemoteFeatureStore(connection, cache=cache, wire_dtype=wire_dtype, schema=schema)
     if cache is not None:
         warm_hot_set(fs)
     return fs, RemoteGraphStore(connection)

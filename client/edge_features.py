@@ -81,11 +81,12 @@ class EdgeFeatures:
             )
         self.feature_store = feature_store
         self.attrs = frozenset(names)
-        exchange = feature_store.exchange
-        exchange.edge_attrs = (exchange.edge_attrs or frozenset()) | self.attrs
+        cache = None
         if cache_bytes:
-            cached = [s for s in feature_store.schema() if s.is_edge and s.attr_name in exchange.edge_attrs]
-            exchange.edge_cache = FeatureCache(cache_bytes, cached, policy=cache_policy, device=cache_device)
+            brought = feature_store.exchange.edge_attrs | self.attrs
+            cached = [s for s in feature_store.schema() if s.is_edge and s.attr_name in brought]
+            cache = FeatureCache(cache_bytes, cached, policy=cache_policy, device=cache_device)
+        feature_store.exchange.bring_edges(self.attrs, cache)
 
     @property
     def cache(self) -> FeatureCache | None:
@@ -116,7 +117,7 @@ class EdgeFeatures:
             if wanted:
                 e_ids[group], names[group] = store.e_id, wanted
         if e_ids:
-            rows = self.feature_store.exchange.take_edges(e_ids, names, self.feature_store.fetch_rows)
+            rows = self.feature_store.exchange.take_edges(e_ids, names)
             for edge_type, store in stores.items():
                 for name, tensor in rows.get(edge_group_of(edge_type), {}).items():
                     store[name] = tensor

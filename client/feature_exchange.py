@@ -7,10 +7,11 @@ was given the feature store, it asks the server for those rows in the sampling R
 another round trip. Both objects hold the same ``FeatureExchange``, and it survives fork and
 pickling (PyG pickles the feature store and the sampler together into spawned workers).
 
-A feature cache plugs in as ``cache`` (anything with ``FeatureCache``'s ``locate`` and
-``fill``): per node type, ``take`` has the cache place its hits and name the ids it lacks,
-brings their rows (from the delivery, else one fetch), and hands them to the cache to place
-and keep. If the cache also offers ``known_ids(group_name, include_static=...,
+The exchange is built once, by the feature store, with the store's one way to read rows
+apart (``fetch``: a MultiGet) and its cache. A feature cache (anything with ``FeatureCache``'s
+``locate`` and ``fill``) serves per node type: ``take`` has the cache place its hits and name
+the ids it lacks, brings their rows (from the delivery, else one fetch), and hands them to the
+cache to place and keep. If the cache also offers ``known_ids(group_name, include_static=...,
 include_dynamic=...) -> Tensor`` (global ids it holds for every attr of the group), the
 request tells the server to leave those rows out, so only misses travel. A static tier
 warmed from the server's hot ranking (the cache's ``hot_prefix``, noted by
@@ -24,7 +25,7 @@ into the rows around them, so those tensors become the batch's own and no delive
 copied on the trainer.
 
 Edge attributes ride the same way when an ``EdgeFeatures`` transform asked for them
-(``edge_attrs``): their rows, one per distinct sampled edge id, wait apart from the node rows
+(``bring_edges``): their rows, one per distinct sampled edge id, wait apart from the node rows
 until ``take_edges`` claims them by the batch's ``e_id`` (PyG's loaders never ask a store pair
 for edge attributes). An ``edge_cache`` (a second ``FeatureCache``, over edge groups: it has no
 hot set and its rows are never aligned) serves them as the cache serves node rows: the request
@@ -157,25 +158,23 @@ class FeatureExchange:
     """Hands feature rows from the sampling RPC to the loader's ``multi_get_tensor``.
 
     Args:
+        fetch: reads rows from the server apart from samples (one MultiGet), for rows no
+            delivery or cache holds.
         cache: an optional row cache consulted before delivered rows (see the module doc).
-        edge_attrs: edge attribute names to bring with each sample (``None``: none; set by
-            ``EdgeFeatures``, which takes them).
-        edge_cache: an optional row cache of edge rows by edge group (set by ``EdgeFeatures``).
         wire_dtype: ``torch.bfloat16`` or ``torch.float16`` (or its name): rows of float32 and
             float64 attrs that ride with samples travel rounded to it, in half their bytes or
             less (lossy; ``None``, the default: exact). Rows read apart (a MultiGet) stay exact.
     """
 
     def __init__(
-        self,
-        cache: ExchangeCache | None = None,
-        edge_attrs: frozenset[str | None] | None = None,
-        edge_cache: FeatureCache | None = None,
-        wire_dtype: torch.dtype | str | None = None,
+        self, fetch: FetchRows, cache: ExchangeCache | None = None, *, wire_dtype: torch.dtype | str | None = None
     ) -> None:
         self.cache = cache
-        self.edge_attrs = edge_attrs
-        self.edge_cache = edge_cache
+        self.edge_attrs: frozenset[str] = frozenset()
+        """Edge attribute names each sample brings (``bring_edges``)."""
+        self.edge_cache: FeatureCache | None = None
+        """The row cache of edge rows by edge group (``bring_edges``)."""
+        self._fetch = fetch
         self.wire_dtype = None if wire_dtype is None else getattr(torch, wire_dtype_name(wire_dtype))
         self.delivered_rows = self.delivered_bytes = self.fetched_rows = self.fetched_bytes = 0
         self._lock = threading.Lock()
@@ -185,20 +184,26 @@ class FeatureExchange:
     def __getstate__(self) -> dict[str, Any]:
         # Deliveries belong to the process that sampled them; the lock cannot be pickled.
         return {
-            "cache": self.cache, "edge_attrs": self.edge_attrs, "edge_cache": self.edge_cache,
+            "fetch": self._fetch, "cache": self.cache, "edge_attrs": self.edge_attrs, "edge_cache": self.edge_cache,
             "wire_dtype": self.wire_dtype,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(
-            state["cache"], state.get("edge_attrs"), state.get("edge_cache"), state.get("wire_dtype")
-        )
+        self.__init__(state["fetch"], state["cache"], wire_dtype=state["wire_dtype"])
+        self.bring_edges(state["edge_attrs"], state["edge_cache"])
+
+    def bring_edges(self, names: frozenset[str], cache: FeatureCache | None = None) -> None:
+        """Have each sample also bring the rows of the edge attributes ``names`` (added to those
+        already brought); ``cache``, if given, replaces the edge cache."""
+        with self._lock:
+            self.edge_attrs = self.edge_attrs | names
+            if cache is not None:
+                self.edge_cache = cache
 
     def wanted(self, schema: Sequence[AttrSchema]) -> list[tuple[Any, str | None]]:
         """The (group, attr) pairs a sample should bring: every node attribute, and the edge
         attributes ``edge_attrs`` names."""
-        edge_attrs = self.edge_attrs or frozenset()
-        return [(s.group_name, s.attr_name) for s in schema if not s.is_edge or s.attr_name in edge_attrs]
+        return [(s.group_name, s.attr_name) for s in schema if not s.is_edge or s.attr_name in self.edge_attrs]
 
     def request(self, attrs: Sequence[tuple[Any, str]], reads_ahead: int = 0) -> graph_pb2.FeatureRequest:
         """The FeatureRequest a sampling RPC carries: ``attrs`` and what not to send.
@@ -250,47 +255,39 @@ class FeatureExchange:
             self.delivered_rows += sent_rows
             self.delivered_bytes += sent_bytes
 
-    def take(self, attrs: list[TensorAttr], fetch: FetchRows) -> list[Tensor]:
-        """Rows for ``attrs`` (index = global ids): from a delivery when one matches, else ``fetch``.
-
-        Args:
-            attrs: fully specified attrs, in the loader's order.
-            fetch: reads rows from the server (one RPC) for attrs no delivery answers.
-        """
-        fetch = self._counted(fetch)
+    def take(self, attrs: list[TensorAttr]) -> list[Tensor]:
+        """Rows for ``attrs`` (fully specified, index = global ids, in the loader's order): from
+        the cache and a delivery when one matches, else fetched."""
         delivery = self._claim(attrs)
         if delivery is None:
-            return self._read(attrs, fetch)
+            return self._read(attrs)
         out: dict[int, Tensor] = {}
         for group, positions in _by_group(attrs).items():
             names = [attrs[i].attr_name for i in positions]
-            rows = self._assemble(group, names, attrs[positions[0]].index, delivery.rows[group], fetch)
+            rows = self._assemble(group, names, attrs[positions[0]].index, delivery.rows[group])
             out.update(zip(positions, rows))
         return [out[i] for i in range(len(attrs))]
 
-    def take_edges(
-        self, e_ids: dict[Any, Tensor], names: dict[Any, list[str]], fetch: FetchRows
-    ) -> dict[Any, dict[str, Tensor]]:
+    def take_edges(self, e_ids: dict[Any, Tensor], names: dict[Any, list[str]]) -> dict[Any, dict[str, Tensor]]:
         """Rows of edge attributes ``names[group]`` for the edge ids ``e_ids[group]`` (global,
         per edge group): from the edge cache and the delivery of the sample with these edge ids,
-        else ``fetch``."""
-        fetch = self._counted(fetch)
+        else fetched."""
         with self._lock:
             delivery = next((d for d in reversed(self._edge_pending) if d.covers(e_ids, names)), None)
             if delivery is not None:
                 self._edge_pending.remove(delivery)
         if delivery is None and self.edge_cache is None:  # every group in one MultiGet
             attrs = [TensorAttr(g, name, ids) for g, ids in e_ids.items() for name in names[g]]
-            tensors = iter(fetch(attrs) if attrs else [])
+            tensors = iter(self.fetch(attrs) if attrs else [])
             return {g: {name: next(tensors) for name in names[g]} for g in e_ids}
         out: dict[Any, dict[str, Tensor]] = {}
         for group, ids in e_ids.items():
             group_names, ids = names[group], ids.long()
-            source = fetch_missing = _group_fetcher(fetch, group, group_names)
+            source = partial(self._fetch_group, group, group_names)
             sent = None
             if delivery is not None:
                 delivered = delivery.rows[group]
-                source = partial(_delivered_rows, delivered, group_names, fetch_missing=fetch_missing)
+                source = partial(self._from_delivery, group, delivered, group_names)
                 sent = (delivered.ids, [delivered.rows[name] for name in group_names])
             cache = self._edge_cache_of(group, group_names)
             rows = source(ids) if cache is None else _read_through(cache, group, group_names, ids, source, sent=sent)
@@ -304,15 +301,37 @@ class FeatureExchange:
             return None
         return cache
 
-    def _counted(self, fetch: FetchRows) -> FetchRows:
-        def counted(attrs: list[TensorAttr]) -> list[Tensor]:
-            tensors = fetch(attrs)
-            with self._lock:
-                self.fetched_rows += sum(t.shape[0] if t.dim() else 1 for t in tensors)
-                self.fetched_bytes += sum(t.numel() * t.element_size() for t in tensors)
-            return tensors
+    def fetch(self, attrs: list[TensorAttr]) -> list[Tensor]:
+        """Rows of ``attrs`` read apart from samples (one call), counted in ``fetched_*``."""
+        tensors = self._fetch(attrs)
+        with self._lock:
+            self.fetched_rows += sum(t.shape[0] if t.dim() else 1 for t in tensors)
+            self.fetched_bytes += sum(t.numel() * t.element_size() for t in tensors)
+        return tensors
 
-        return counted
+    def _fetch_group(self, group: Any, names: list[str], ids: Tensor) -> list[Tensor]:
+        """Rows of ``ids`` for the attrs ``names`` of ``group``, fetched in one call."""
+        return self.fetch([TensorAttr(group, name, ids) for name in names])
+
+    def _from_delivery(self, group: Any, delivered: ReceivedRows, names: list[str], ids: Tensor) -> list[Tensor]:
+        """Rows of ``ids`` for ``names`` from rows delivered one per id; those not delivered
+        (e.g. a cached row named in the request was evicted before its batch was read) are
+        fetched."""
+        rows = [delivered.rows[name] for name in names]
+        if ids.numel() == delivered.ids.numel() and torch.equal(ids, delivered.ids):
+            return rows  # the cache asks for exactly the rows the server sent (only misses)
+        order = torch.argsort(delivered.ids)
+        ordered = delivered.ids[order]
+        pos = torch.searchsorted(ordered, ids).clamp_(max=max(ordered.numel() - 1, 0))
+        sent = ordered[pos] == ids if ordered.numel() else torch.zeros_like(ids, dtype=torch.bool)
+        if bool(sent.all()):
+            return [r.index_select(0, order[pos]) for r in rows]
+        logger.debug("rows of %d of %d ids were not delivered; fetching them", int((~sent).sum()), ids.numel())
+        out = [torch.empty((ids.numel(), *r.shape[1:]), dtype=r.dtype) for r in rows]
+        for o, r, fetched in zip(out, rows, self._fetch_group(group, names, ids[~sent])):
+            o[sent] = r.index_select(0, order[pos[sent]])
+            o[~sent] = fetched
+        return out
 
     def _claim(self, attrs: list[TensorAttr]) -> _Delivery | None:
         with self._lock:
@@ -323,20 +342,20 @@ class FeatureExchange:
         return None
 
     def _assemble(
-        self, group: NodeType | None, names: list[str], index: Tensor, delivered: ReceivedRows, fetch: FetchRows
+        self, group: NodeType | None, names: list[str], index: Tensor, delivered: ReceivedRows
     ) -> list[Tensor]:
-        """Rows of ``index`` for ``names`` from the delivered rows, the cache, or fetch."""
-
-        fetch_missing = _group_fetcher(fetch, group, names)
+        """Rows of ``index`` for ``names`` from the delivered rows, the cache, or fetched."""
         index = index.long()
         written = None if delivered.positions is None else self._aligned_rows_written(index, delivered, names)
         if written is not None and (self.cache is not None or written.all()):
             into = [delivered.rows[name] for name in names]
             if self.cache is None:
                 return into  # every row was sent, each at its place: the batch's own arrays
-            return _read_through(self.cache, group, names, index, fetch_missing, into=into, written=written)
+            return _read_through(
+                self.cache, group, names, index, partial(self._fetch_group, group, names), into=into, written=written
+            )
         delivered = delivered.compacted()
-        from_delivery = partial(_delivered_rows, delivered, names, fetch_missing=fetch_missing)
+        from_delivery = partial(self._from_delivery, group, delivered, names)
         if self.cache is None:
             return from_delivery(index)
         sent = (delivered.ids, [delivered.rows[name] for name in names])
@@ -358,21 +377,21 @@ class FeatureExchange:
         written[positions.numpy()] = True
         return written
 
-    def _read(self, attrs: list[TensorAttr], fetch: FetchRows) -> list[Tensor]:
+    def _read(self, attrs: list[TensorAttr]) -> list[Tensor]:
         """No delivery matches: the cache answers what it can, the server the rest."""
         if self.cache is None:
-            return fetch(attrs)
+            return self.fetch(attrs)
         out: dict[int, Tensor] = {}
         for i, attr in enumerate(attrs):
             if not isinstance(attr.index, Tensor) or is_edge_group(attr.group_name):  # not cached
-                out[i] = fetch([attr])[0]
+                out[i] = self.fetch([attr])[0]
         by_index: dict[tuple[Any, int], list[int]] = {}
         for i, attr in enumerate(attrs):  # one cache call per node type and index tensor
             if i not in out:
                 by_index.setdefault((attr.group_name, id(attr.index)), []).append(i)
         for (group, _), positions in by_index.items():
             names = [attrs[i].attr_name for i in positions]
-            fetch_missing = _group_fetcher(fetch, group, names)
+            fetch_missing = partial(self._fetch_group, group, names)
             rows = _read_through(self.cache, group, names, attrs[positions[0]].index.long(), fetch_missing)
             out.update(zip(positions, rows))
         return [out[i] for i in range(len(attrs))]
@@ -387,32 +406,6 @@ def _read_through(
     read = cache.locate(group, names, ids, **placed)
     wanted = read.wanted
     return cache.fill(read, source(wanted) if wanted.numel() else [])
-
-
-def _delivered_rows(delivered: ReceivedRows, names: list[str], ids: Tensor, fetch_missing: FetchMissing) -> list[Tensor]:
-    """Rows of ``ids`` for ``names`` from rows delivered one per id; ``fetch_missing`` reads
-    those that were not delivered (e.g. a cached row named in the request was evicted before
-    its batch was read)."""
-    rows = [delivered.rows[name] for name in names]
-    if ids.numel() == delivered.ids.numel() and torch.equal(ids, delivered.ids):
-        return rows  # the cache asks for exactly the rows the server sent (only misses)
-    order = torch.argsort(delivered.ids)
-    ordered = delivered.ids[order]
-    pos = torch.searchsorted(ordered, ids).clamp_(max=max(ordered.numel() - 1, 0))
-    sent = ordered[pos] == ids if ordered.numel() else torch.zeros_like(ids, dtype=torch.bool)
-    if bool(sent.all()):
-        return [r.index_select(0, order[pos]) for r in rows]
-    logger.debug("rows of %d of %d ids were not delivered; fetching them", int((~sent).sum()), ids.numel())
-    out = [torch.empty((ids.numel(), *r.shape[1:]), dtype=r.dtype) for r in rows]
-    for o, r, fetched in zip(out, rows, fetch_missing(ids[~sent])):
-        o[sent] = r.index_select(0, order[pos[sent]])
-        o[~sent] = fetched
-    return out
-
-
-def _group_fetcher(fetch: FetchRows, group: Any, names: list[str]) -> FetchMissing:
-    """Reads the rows of ``names`` of ``group`` for the ids it is given, through ``fetch``."""
-    return lambda ids: fetch([TensorAttr(group, name, ids) for name in names])
 
 
 def _names_by_group(attrs: Sequence[tuple[Any, str]]) -> dict[Any, list[str]]:

@@ -17,7 +17,7 @@ from torch_geometric.data import FeatureStore, TensorAttr
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from gnnstore.client.channel import Connection, as_connection
-from gnnstore.client.feature_exchange import FeatureExchange
+from gnnstore.client.feature_exchange import ExchangeCache, FeatureExchange
 from gnnstore.client.received_rows import ReceivedRows
 from gnnstore.common.attr_schema import AttrSchema
 from gnnstore.common.errors import InvalidRequestError, NotFoundError
@@ -47,19 +47,23 @@ class RemoteFeatureStore(FeatureStore):
 
     Args:
         connection: a :class:`Connection`, or a ``"host:port"`` address to open one for.
-        exchange: the seam through which a :class:`RemoteNeighborSampler` hands over rows it
-            fetched with a sample (a new one by default).
+        cache: the trainer's row cache (``FeatureCache``) reads go through (``None``: none).
+        wire_dtype: a 16-bit float the rows riding with samples travel as (``connect``'s
+            ``wire_dtype``; ``None``: exact).
         schema: the server's attributes if already read (``tensor_schema``), so the first
             ``schema()`` makes no call.
+
+    Its ``exchange`` (``FeatureExchange``) is the seam through which a
+    :class:`RemoteNeighborSampler` hands over the rows it brought with a sample.
     """
 
     def __init__(
-        self, connection: Connection | str, *, exchange: FeatureExchange | None = None,
-        schema: list[AttrSchema] | None = None,
+        self, connection: Connection | str, *, cache: ExchangeCache | None = None,
+        wire_dtype: torch.dtype | str | None = None, schema: list[AttrSchema] | None = None,
     ) -> None:
         super().__init__()
         self.connection = as_connection(connection)
-        self.exchange = exchange if exchange is not None else FeatureExchange()
+        self.exchange = FeatureExchange(self._fetch, cache, wire_dtype=wire_dtype)
         self._schema = schema
 
     def __repr__(self) -> str:
@@ -74,7 +78,8 @@ class RemoteFeatureStore(FeatureStore):
         return self.exchange.cache
 
     def fetch_rows(self, attrs: list[TensorAttr]) -> list[Tensor]:
-        """Rows straight from the server in one MultiGet, past any cache and delivered rows."""
+        """Rows straight from the server in one MultiGet, past any cache and delivered rows
+        (not counted in the exchange's ``fetched_*``)."""
         return self._fetch(attrs)
 
     def sample_request(self, reads_ahead: int = 0) -> graph_pb2.FeatureRequest:
@@ -106,7 +111,7 @@ class RemoteFeatureStore(FeatureStore):
         return self._fetch([attr])[0]
 
     def _multi_get_tensor(self, attrs: list[TensorAttr]) -> list[Tensor]:
-        return self.exchange.take(attrs, self._fetch)
+        return self.exchange.take(attrs)
 
     def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
         """The stored shape of ``attr`` (``None``: not stored).

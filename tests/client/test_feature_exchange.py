@@ -92,60 +92,61 @@ def test_an_unmatched_request_falls_back_to_one_multiget(homo_server: ServerProc
     assert torch.equal(x, homo_graph.x[index]) and torch.equal(y, homo_graph.y[index])
 
 
+class TenTimesId:
+    """A fetch whose row of id ``i`` is ``[10 * i]``; it records the ids it is asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[int]] = []
+
+    def __call__(self, attrs: list[TensorAttr]) -> list[Tensor]:
+        self.asked.extend(a.index.tolist() for a in attrs)
+        return [a.index.float().view(-1, 1) * 10 for a in attrs]
+
+
 def test_delivered_rows_answer_once_and_never_cross_a_pickle() -> None:
-    exchange = FeatureExchange()
+    fetch = TenTimesId()
+    exchange = FeatureExchange(fetch)
     n_id = torch.tensor([4, 2, 4])
-    rows = torch.tensor([[20.0], [40.0]])  # rows of ids 2 and 4, not in n_id order: looked up
+    rows = torch.tensor([[21.0], [41.0]])  # rows of ids 2 and 4, not in n_id order: looked up
     exchange.deliver(SamplerOutput(node=n_id, row=n_id[:0], col=n_id[:0], edge=None),
                      [ReceivedRows(None, torch.tensor([2, 4]), {"x": rows})])
     clone = pickle.loads(pickle.dumps(exchange))
-    fetched: list[list[TensorAttr]] = []
 
-    def fetch(attrs: list[TensorAttr]) -> list[Tensor]:
-        fetched.append(attrs)
-        return [torch.zeros(a.index.numel(), 1) for a in attrs]
-
-    (x,) = exchange.take([TensorAttr(None, "x", n_id)], fetch)
-    assert torch.equal(x, torch.tensor([[40.0], [20.0], [40.0]])) and not fetched
-    exchange.take([TensorAttr(None, "x", n_id)], fetch)  # taken once: now a fetch
-    clone.take([TensorAttr(None, "x", n_id)], fetch)  # the pickle carried no pending rows
-    assert len(fetched) == 2
+    (x,) = exchange.take([TensorAttr(None, "x", n_id)])
+    assert torch.equal(x, torch.tensor([[41.0], [21.0], [41.0]])) and not fetch.asked
+    (x,) = exchange.take([TensorAttr(None, "x", n_id)])  # taken once: now a fetch
+    assert torch.equal(x, torch.tensor([[40.0], [20.0], [40.0]])) and fetch.asked == [[4, 2, 4]]
+    assert exchange.fetched_rows == 3
+    (x,) = clone.take([TensorAttr(None, "x", n_id)])  # the pickle carried no pending rows, and its own fetch
+    assert torch.equal(x, torch.tensor([[40.0], [20.0], [40.0]])) and clone.fetched_rows == 3
 
 
 def test_rows_the_server_left_out_are_fetched_alone() -> None:
-    exchange = FeatureExchange()
+    fetch = TenTimesId()
+    exchange = FeatureExchange(fetch)
     n_id = torch.tensor([4, 2, 7])
     exchange.deliver(SamplerOutput(node=n_id, row=n_id[:0], col=n_id[:0], edge=None),
                      [ReceivedRows(None, torch.tensor([2, 4]), {"x": torch.tensor([[20.0], [40.0]])})])
-    asked: list[Tensor] = []
-
-    def fetch(attrs: list[TensorAttr]) -> list[Tensor]:
-        asked.extend(a.index for a in attrs)
-        return [a.index.float().view(-1, 1) * 10 for a in attrs]
-
-    (x,) = exchange.take([TensorAttr(None, "x", n_id)], fetch)
+    (x,) = exchange.take([TensorAttr(None, "x", n_id)])
     assert torch.equal(x, torch.tensor([[40.0], [20.0], [70.0]]))
-    assert [a.tolist() for a in asked] == [[7]]  # only the row that was not delivered
+    assert fetch.asked == [[7]]  # only the row that was not delivered
 
 
 def test_aligned_rows_with_other_ids_than_the_batch_are_not_trusted() -> None:
-    exchange = FeatureExchange()
+    exchange = FeatureExchange(TenTimesId())
     n_id = torch.tensor([4, 2, 7])
     rows = torch.tensor([[40.0], [99.0], [55.0]])  # aligned: rows at positions 0 and 2 written
     claimed = ReceivedRows(None, torch.tensor([4, 9]), {"x": rows}, positions=torch.tensor([0, 2]))  # 9 is not n_id[2]
     exchange.deliver(SamplerOutput(node=n_id, row=n_id[:0], col=n_id[:0], edge=None), [claimed])
-
-    def fetch(attrs: list[TensorAttr]) -> list[Tensor]:
-        return [a.index.float().view(-1, 1) * 10 for a in attrs]
-
-    (x,) = exchange.take([TensorAttr(None, "x", n_id)], fetch)
+    (x,) = exchange.take([TensorAttr(None, "x", n_id)])
     assert torch.equal(x, torch.tensor([[40.0], [20.0], [70.0]]))
 
 
 def test_rows_are_asked_for_aligned_only_where_a_cpu_cache_fills_around_them() -> None:
     spec = SimpleNamespace(group_name=None, attr_name="x", dtype="float32", shape=(100, 4))
     attrs = [(None, "x")]
-    assert not FeatureExchange().request(attrs).aligned  # no cache: rows one per id
-    assert FeatureExchange(cache=FeatureCache(800, [spec], policy="lru")).request(attrs).aligned
+    fetch = TenTimesId()
+    assert not FeatureExchange(fetch).request(attrs).aligned  # no cache: rows one per id
+    assert FeatureExchange(fetch, FeatureCache(800, [spec], policy="lru")).request(attrs).aligned
     off_cpu = FeatureCache(800, [spec], policy="lru", device="meta")  # rows off the CPU: gathered apart
-    assert not FeatureExchange(cache=off_cpu).request(attrs).aligned
+    assert not FeatureExchange(fetch, off_cpu).request(attrs).aligned
