@@ -294,13 +294,6 @@ class FeatureExchange:
             out[group] = dict(zip(group_names, rows))
         return out
 
-    def _edge_cache_of(self, group: Any, names: Sequence[str]) -> FeatureCache | None:
-        """The edge cache when it holds every attr of ``names`` for ``group``, else ``None``."""
-        cache = self.edge_cache
-        if cache is None or group not in cache.groups() or not set(names) <= set(cache.attr_names(group)):
-            return None
-        return cache
-
     def fetch(self, attrs: list[TensorAttr]) -> list[Tensor]:
         """Rows of ``attrs`` read apart from samples (one call), counted in ``fetched_*``."""
         tensors = self._fetch(attrs)
@@ -308,6 +301,13 @@ class FeatureExchange:
             self.fetched_rows += sum(t.shape[0] if t.dim() else 1 for t in tensors)
             self.fetched_bytes += sum(t.numel() * t.element_size() for t in tensors)
         return tensors
+
+    def _edge_cache_of(self, group: Any, names: Sequence[str]) -> FeatureCache | None:
+        """The edge cache when it holds every attr of ``names`` for ``group``, else ``None``."""
+        cache = self.edge_cache
+        if cache is None or group not in cache.groups() or not set(names) <= set(cache.attr_names(group)):
+            return None
+        return cache
 
     def _fetch_group(self, group: Any, names: list[str], ids: Tensor) -> list[Tensor]:
         """Rows of ``ids`` for the attrs ``names`` of ``group``, fetched in one call."""
