@@ -52,6 +52,8 @@ from gnnstore.ingest.generator import generate_graph
 from gnnstore.ingest.graph_ingest import ingest_graph
 from gnnstore.stores.data_dir import open_stores
 
+NODES = 100_000
+
 
 class StageClock:
     """Thread CPU seconds spent in wrapped functions, by stage name."""
@@ -77,23 +79,27 @@ class StageClock:
         return lambda: setattr(owner, name, original)
 
 
-def measure(loader: object, clock: StageClock, args: argparse.Namespace) -> tuple[float, dict[str, float]]:
-    """Process CPU ms a batch and each stage's ms a batch, after a warm-up."""
+def measure(
+    loader: object, clock: StageClock, args: argparse.Namespace, counters: Callable[[], tuple[int, ...]] = tuple
+) -> tuple[float, dict[str, float], list[float]]:
+    """Process CPU ms a batch, each stage's ms a batch, and how much ``counters`` grew a batch,
+    after a warm-up."""
     batches = iter(loader)
     for _ in range(args.warmup):
         next(batches)
     clock.seconds.clear()
     trainer = psutil.Process()
-    began = cpu_seconds(trainer)
+    began, counted = cpu_seconds(trainer), counters()
     for _ in range(args.batches):
         next(batches)
     per_batch = 1000 / args.batches
-    return (cpu_seconds(trainer) - began) * per_batch, {k: v * per_batch for k, v in clock.seconds.items()}
+    grown = [(after - before) / args.batches for after, before in zip(counters(), counted)]
+    return (cpu_seconds(trainer) - began) * per_batch, {k: v * per_batch for k, v in clock.seconds.items()}, grown
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=100_000)
+    parser.add_argument("--nodes", type=int, default=NODES)
     parser.add_argument("--avg-degree", type=float, default=25.0)
     parser.add_argument("--dim", type=int, default=100)
     parser.add_argument("--batches", type=int, default=60)
@@ -117,6 +123,7 @@ def main() -> None:
     engine = NodeLoader(data, node_sampler=SnapshotNeighborSampler(TopologySnapshot.from_data(data), [15, 10]),
                         input_nodes=seeds, batch_size=1024)
     figures: dict[str, list[float]] = defaultdict(list)
+    traffic: dict[str, list[float]] = defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="gnnstore-stages-") as folder:
         with open_stores(Path(folder) / "data") as stores:
             ingest_graph(graph, stores)
@@ -128,12 +135,16 @@ def main() -> None:
             remote = Prefetcher(NodeLoader((fs, gs), node_sampler=RemoteNeighborSampler(fs, [15, 10], feature_store=fs),
                                            input_nodes=seeds, batch_size=1024), depth=2)
             for _ in range(args.rounds):
-                engine_total, engine_stages = measure(engine, clock, args)
+                engine_total, engine_stages, _ = measure(engine, clock, args)
                 threads = torch.get_num_threads()
                 torch.set_num_threads(1)
                 alone_total = measure(engine, clock, args)[0]
                 torch.set_num_threads(threads)
-                trainer_total, trainer_stages = measure(remote, clock, args)
+                trainer_total, trainer_stages, (delivered, hits, misses) = measure(
+                    remote, clock, args, lambda: (fs.exchange.delivered_bytes, fs.cache.hits, fs.cache.misses)
+                )
+                traffic["delivered"].append(delivered / 1e6)
+                traffic["hit rate"].append(hits / (hits + misses))
                 figures["engine in memory: process"].append(engine_total)
                 figures["engine in memory, one torch thread: process"].append(alone_total)
                 figures["engine in memory: engine's sampling"].append(engine_stages.get("engine: sample", 0.0))
@@ -156,11 +167,19 @@ def main() -> None:
             f"prefetch 2, socket only. {args.batches} batches a round after {args.warmup} warm-up; stages are the "
             "CPU time of the thread that ran them.\n\n" + "\n".join(table) + "\n\nTrainer process CPU ÷ engine "
             f"process CPU, each round: {', '.join(f'{r:.2f}×' for r in ratio)} (the issue's target: 0.35×); "
-            f"against the engine on one torch thread: {', '.join(f'{r:.2f}×' for r in alone)}.\n")
+            f"against the engine on one torch thread: {', '.join(f'{r:.2f}×' for r in alone)}.\n\n"
+            f"Rows delivered with the samples, MB a batch, each round: "
+            f"{', '.join(f'{mb:.2f}' for mb in traffic['delivered'])}; the cache's hit rate: "
+            f"{', '.join(f'{rate:.1%}' for rate in traffic['hit rate'])}.\n")
     default = args.policy == "static"
-    print(write_page("trainer_stages" if default else f"trainer_stages-{args.policy.replace('+', '-')}",
+    page, options = "trainer_stages", ""
+    if not default:
+        page, options = f"{page}-{args.policy.replace('+', '-')}", f" --policy {args.policy}"
+    if args.nodes != NODES:
+        page, options = f"{page}-{args.nodes}", f"{options} --nodes {args.nodes}"
+    print(write_page(page,
                      f"Where a remote batch's CPU goes on the trainer{'' if default else f' ({args.policy} cache)'}",
-                     "python -m benchmarks.trainer_stages" + ("" if default else f" --policy {args.policy}"), body))
+                     "python -m benchmarks.trainer_stages" + options, body))
 
 
 if __name__ == "__main__":
