@@ -8,13 +8,11 @@ import torch
 
 from gnnstore.client.channel import DEFAULT_TIMEOUT_S, Connection
 from gnnstore.client.feature_cache import FeatureCache
-from gnnstore.client.hot_set import warm_hot_set
+from gnnstore.client.hot_set import ranks_nodes, warm_hot_set
 from gnnstore.client.remote_feature_store import RemoteFeatureStore, tensor_schema
 from gnnstore.client.remote_graph_store import RemoteGraphStore
 from gnnstore.client.retry import DEFAULT_RETRY_TIMEOUT_S
 from gnnstore.proto.limits import DEFAULT_MAX_MESSAGE_BYTES
-
-DEFAULT_CACHE_POLICY = "static+sieve"
 
 
 def connect(
@@ -23,7 +21,7 @@ def connect(
     timeout: float = DEFAULT_TIMEOUT_S,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     cache_bytes: int = 0,
-    cache_policy: str = DEFAULT_CACHE_POLICY,
+    cache_policy: str | None = None,
     cache_device: str | torch.device = "cpu",
     shared_memory: bool | None = None,
     token: str | None = None,
@@ -56,8 +54,12 @@ def connect(
         max_message_bytes: message limit, mirroring the server's (default 256 MiB).
         cache_bytes: bytes of feature rows to keep on the trainer (0: no cache), shared by
             every node attribute in proportion to its size.
-        cache_policy: ``static``, ``lru``, ``sieve``, ``static+lru`` or ``static+sieve``
-            (default; half the budget is the hot set, half a scan-resistant SIEVE tier).
+        cache_policy: ``static``, ``lru``, ``sieve``, ``static+lru`` or ``static+sieve`` (half
+            the budget a hot set, half a dynamic tier). ``None`` (default): ``static`` where the
+            server ranks its nodes, else ``sieve`` (a server sampling live from Neo4j has no
+            ranking). A dynamic tier copies every miss into the cache; with a ``Prefetcher`` the
+            batches in flight evict much of it before a request can name it, so on power-law
+            graphs it costs the trainer more CPU than it saves bytes (Caching explains).
         cache_device: where cached rows live; a CUDA device keeps them on the GPU.
         shared_memory: receive sampling replies through shared memory; ``None`` (default) tries
             when ``address`` is a loopback one and falls back to the socket if the server
@@ -102,6 +104,8 @@ def connect(
     if cache_bytes:
         schema = tensor_schema(connection)
         node_attrs = [s for s in schema if not s.is_edge]  # EdgeFeatures caches edge rows
+        if cache_policy is None:
+            cache_policy = "static" if not node_attrs or ranks_nodes(connection, node_attrs[0].group_name) else "sieve"
         cache = FeatureCache(cache_bytes, node_attrs, policy=cache_policy, device=cache_device)
     fs = RemoteFeatureStore(connection, cache=cache, wire_dtype=wire_dtype, schema=schema)
     if cache is not None:

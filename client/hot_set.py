@@ -14,6 +14,7 @@ from torch import Tensor
 from torch_geometric.data import TensorAttr
 from torch_geometric.typing import NodeType
 
+from gnnstore.client.channel import Connection
 from gnnstore.client.feature_cache import FeatureCache
 from gnnstore.client.remote_feature_store import RemoteFeatureStore
 from gnnstore.common.errors import InvalidRequestError, PreconditionError
@@ -29,6 +30,17 @@ WARM_CHUNK_BYTES = 16 << 20
 """Feature bytes a warm-up MultiGet asks for at most: the hot set streams in replies this small,
 so neither side holds more than a few of them at once however big the hot set is (a server
 under a tight memory limit builds each reply two or three times over)."""
+
+
+def ranks_nodes(connection: Connection, node_type: NodeType | None) -> bool:
+    """Whether the server ranks the nodes of ``node_type`` by out-degree (one HotNodes call for
+    one node); a server sampling live from Neo4j has no ranking."""
+    request = graph_pb2.HotNodesRequest(node_type=node_type_to_proto(node_type), k=1)
+    try:
+        connection.call("GraphService", "HotNodes", request)
+    except PreconditionError:
+        return False
+    return True
 
 
 def warm_hot_set(fs: RemoteFeatureStore) -> dict[NodeType | None, HotPrefix]:

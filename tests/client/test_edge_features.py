@@ -257,14 +257,17 @@ def test_edges_in_neo4j_keep_their_edge_ids_for_their_features(
 ) -> None:
     data_dir = ingest_into_neo4j(homo, tmp_path / "data", *neo4j_server)
     with start_neo4j_server(data_dir, *neo4j_server, sampling=sampling) as server:
-        fs, gs = connect(server.address)
+        fs, gs = connect(server.address, cache_bytes=N * 16 // 5)
+        # By default the cache is a hot set where the server ranks nodes; live, it has no ranking.
+        assert fs.cache.policy == {"snapshot": "static", "live": "sieve"}[sampling]
         sampler = RemoteNeighborSampler(fs, [4, 2], feature_store=fs)
         edges = EdgeFeatures(fs, cache_bytes=16_000)  # live sampling: the server knows no edge id count
         loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.arange(0, N, 2), batch_size=50,
                             transform=edges)
         for batch in loader:
             assert batch.e_id.numel() > 0
+            assert torch.equal(batch.x, homo.x[batch.n_id])
             assert torch.equal(batch.edge_attr, homo.edge_attr[batch.e_id])
             src, dst = batch.n_id[batch.edge_index]
             assert torch.equal(torch.stack([src, dst]), homo.edge_index[:, batch.e_id])  # the ids are the edges'
-        assert edges.cache.hits > 0
+        assert edges.cache.hits > 0 and fs.cache.hits > 0
