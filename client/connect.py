@@ -57,9 +57,9 @@ def connect(
         cache_policy: ``static``, ``lru``, ``sieve``, ``static+lru`` or ``static+sieve`` (half
             the budget a hot set, half a dynamic tier). ``None`` (default): ``static`` where the
             server ranks its nodes, else ``sieve`` (a server sampling live from Neo4j has no
-            ranking). A dynamic tier copies every miss into the cache; with a ``Prefetcher`` the
-            batches in flight evict much of it before a request can name it, so on power-law
-            graphs it costs the trainer more CPU than it saves bytes (Caching explains).
+            ranking). A dynamic tier copies every miss into the cache and halves the hot set;
+            on power-law graphs behind a ``Prefetcher`` it costs the trainer more CPU than it
+            saves bytes (the docs' Caching page has the figures).
         cache_device: where cached rows live; a CUDA device keeps them on the GPU.
         shared_memory: receive sampling replies through shared memory; ``None`` (default) tries
             when ``address`` is a loopback one and falls back to the socket if the server
